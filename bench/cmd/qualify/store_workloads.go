@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/internal/testdoc"
+	"github.com/keeppeek/statestore/schema"
+)
+
+// Names of the store's own workloads in the JSON report.
+const (
+	nameDurableCAS           = "durable_cas"
+	nameDurableCASConcurrent = "durable_cas_concurrent"
+	nameMemoryCAS            = "memory_cas"
+)
+
+// casOwner is one of the specification's simulated owner IDs: a user
+// principal writing one intent key in its own namespace.
+type casOwner struct {
+	p   statestore.Principal
+	ns  string
+	rev uint64
+	doc []byte
+}
+
+func newOwners(n int) []*casOwner {
+	owners := make([]*casOwner, n)
+	for i := range owners {
+		id := fmt.Sprintf("owner-%03d", i)
+		owners[i] = &casOwner{p: statestore.Principal{ID: id}, ns: "user/" + id, doc: testdoc.MediaIntent(harness.DocBytes, i)}
+	}
+	return owners
+}
+
+const casKey = "intents/front-door-video-browser-h264-720p"
+
+// cas performs one compare-and-set of the owner's document (create-only on
+// the first round) and records the new revision.
+func (o *casOwner) cas(s *statestore.Store) error {
+	x := statestore.CreateOnly
+	if o.rev != 0 {
+		x = statestore.IfRevision(o.rev)
+	}
+	e, err := s.Put(context.Background(), o.p, statestore.PutRequest{Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, Expect: x})
+	if err != nil {
+		return err
+	}
+	o.rev = e.Revision
+	return nil
+}
+
+// runSerialCAS is the specification's serial workload: env.Ops operations
+// cycling over 127 owners (30 rounds at the default 3,810).
+func runSerialCAS(env *Env, name string, noSync bool) ([]harness.Result, error) {
+	dir, err := env.Scratch(name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: noSync})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	owners := newOwners(casKeys)
+	r, err := harness.Serial(name, env.Ops, func(i int) error { return owners[i%casKeys].cas(s) })
+	if err != nil {
+		return nil, err
+	}
+	r.Writers = 1
+	r.Note = fmt.Sprintf("owners=%d doc=%dB", casKeys, harness.DocBytes)
+	if noSync {
+		r.Note += " journal without fsync"
+	}
+	return []harness.Result{r}, nil
+}
+
+func runDurableCAS(env *Env) ([]harness.Result, error) { return runSerialCAS(env, nameDurableCAS, false) }
+func runMemoryCAS(env *Env) ([]harness.Result, error)  { return runSerialCAS(env, nameMemoryCAS, true) }
+
+// runDurableCASConcurrent runs W writers, each owning the owners o with
+// o % W == w and compare-and-setting them in turn, once per writer count.
+func runDurableCASConcurrent(env *Env) ([]harness.Result, error) {
+	var out []harness.Result
+	for _, w := range env.Writers {
+		if w > casKeys {
+			return out, fmt.Errorf("%d writers exceed %d owners", w, casKeys)
+		}
+		dir, err := env.Scratch(nameDurableCASConcurrent)
+		if err != nil {
+			return out, err
+		}
+		s, err := statestore.Open(statestore.Options{Dir: dir})
+		if err != nil {
+			return out, err
+		}
+		owners := newOwners(casKeys)
+		writers := w
+		r, err := harness.RunBudget(nameDurableCASConcurrent, writers, env.Budget, func(wr, i int) error {
+			owned := (casKeys - wr + writers - 1) / writers
+			return owners[wr+(i%owned)*writers].cas(s)
+		})
+		if cerr := s.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return out, err
+		}
+		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,39 @@
+// Package harness is the measurement harness of the statestore qualification
+// benchmarks, together with the physical baselines the store is judged
+// against.
+//
+// # Measurement
+//
+// [Serial] and [Concurrent] (and [ConcurrentFor], [RunBudget]) time every
+// single operation with the monotonic clock and report nearest-rank
+// percentiles ([Latencies]) in microseconds. Timing is the only work the
+// harness adds around an operation: samples go into slices sized before the
+// run starts, so recording a sample never allocates (duration-bounded runs
+// may grow a writer's slice, amortised, never per sample). Concurrent runs
+// release all writers through one start gate, so goroutine start-up is not
+// timed, and report throughput as the total number of completed operations
+// divided by the wall time from the gate opening to the last writer finishing.
+// The first operation error stops the run and is returned.
+//
+// # Baselines
+//
+// The baselines measure what the hardware and kernel give for the store's
+// durability contract, with nothing of the store in them:
+//
+//   - [RawAppendFdatasync] ("raw_append_fdatasync") appends the payload to a
+//     plain file with exactly one write(2) (repeated only for a short write)
+//     and then calls fdatasync(2) exactly once, for every operation, serially.
+//     No operation returns before its bytes are on stable storage as far as
+//     fdatasync promises.
+//   - [RawGroupFdatasync] ("raw_group_fdatasync") runs W submitters against
+//     one [GroupCommitter]: a single goroutine that takes everything queued
+//     when it wakes, appends the whole batch with exactly one write(2) and
+//     makes it durable with exactly one fdatasync(2), and only then answers
+//     every submitter of the batch, each exactly once. A submitter therefore
+//     never learns of success before its bytes were synced.
+//
+// Both write to a freshly created file (O_CREAT|O_EXCL) in a directory of the
+// caller's choosing, which should be on the same filesystem as the store
+// under test, and remove it afterwards. The file is not preallocated, so
+// every fdatasync also persists the grown file size, as a journal append does.
+package harness

@@ -1,0 +1,196 @@
+package statestore_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/schema"
+)
+
+// Child processes: the test binary re-executes itself with one of these set
+// and runs the matching role instead of the tests.
+const (
+	envCrashWriter = "KP_TEST_CRASH_WRITER"
+	envFsizeChild  = "KP_TEST_FSIZE_CHILD"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(envCrashWriter); dir != "" {
+		crashWriter(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+const crashNS = "group/crash"
+
+// crashWriter runs compare-and-set writers and deletes forever, printing
+// each acknowledged mutation as "P key rev" or "D key rev" only after the
+// store returned success. The parent SIGKILLs it.
+func crashWriter(dir string) {
+	s, err := statestore.Open(statestore.Options{Dir: dir, SegmentSize: 64 << 10})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(3)
+	}
+	fmt.Println("READY")
+	var out sync.Mutex
+	admin := statestore.Principal{ID: "writer", Admin: true}
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				key := fmt.Sprintf("k%d", (w*7+i)%12)
+				cur, err := s.Get(ctx, admin, crashNS, key)
+				x := statestore.CreateOnly
+				if err == nil {
+					x = statestore.IfRevision(cur.Revision)
+				}
+				if err == nil && i%5 == 4 {
+					rev, err := s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: crashNS, Key: key, Expect: x})
+					if err == nil {
+						out.Lock()
+						fmt.Printf("D %s %d\n", key, rev)
+						out.Unlock()
+					}
+					continue
+				}
+				e, err := s.Put(ctx, admin, statestore.PutRequest{Namespace: crashNS, Key: key, Schema: schema.MediaIntentV1, Document: docN(w*100000 + i), Expect: x})
+				if err == nil {
+					out.Lock()
+					fmt.Printf("P %s %d\n", key, e.Revision)
+					out.Unlock()
+				} else if statestore.CodeOf(err) != statestore.Conflict {
+					fmt.Fprintln(os.Stderr, "write:", err)
+					os.Exit(4)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+}
+
+type ackedOp struct {
+	del bool
+	rev uint64
+}
+
+// TestCrashKillNoAcknowledgedWriteLost SIGKILLs a writer process at random
+// moments, many times, on one store directory. After each kill every
+// acknowledged write is present or superseded by a later one, and
+// revisions never go backwards.
+func TestCrashKillNoAcknowledgedWriteLost(t *testing.T) {
+	iterations := 25
+	if testing.Short() {
+		iterations = 5
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	last := map[string]ackedOp{} // per key, the highest acknowledged mutation
+	var maxAcked uint64
+	var floor uint64 // namespace revision seen at the last reopen
+	for it := 0; it < iterations; it++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envCrashWriter+"="+dir)
+		stdout, _ := cmd.StdoutPipe()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1<<16)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		if l, ok := <-lines; !ok || l != "READY" {
+			cmd.Wait()
+			t.Fatalf("iteration %d: writer did not start: %q %s", it, l, stderr.String())
+		}
+		// Kill after a random number of acknowledgements, so the kill lands
+		// anywhere in the commit cycle.
+		want := rng.IntN(400)
+		var got []string
+		for len(got) < want {
+			l, ok := <-lines
+			if !ok {
+				break
+			}
+			got = append(got, l)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		for l := range lines {
+			got = append(got, l)
+		}
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("iteration %d: writer exited on its own: %v\n%s", it, err, stderr.String())
+		}
+		for _, l := range got {
+			f := strings.Fields(l)
+			if len(f) != 3 {
+				continue // a line cut by the kill was never a complete acknowledgement
+			}
+			rev, err := strconv.ParseUint(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			// Acknowledgements of one run print in any order, but every one
+			// must lie above the revision the previous reopen served.
+			if rev <= floor {
+				t.Fatalf("iteration %d: revision %d acknowledged after the store had reached %d: revisions went backwards", it, rev, floor)
+			}
+			if rev > last[f[1]].rev {
+				last[f[1]] = ackedOp{del: f[0] == "D", rev: rev}
+			}
+			maxAcked = max(maxAcked, rev)
+		}
+		floor = verifyAfterCrash(t, it, dir, last, maxAcked)
+	}
+	if maxAcked == 0 {
+		t.Fatal("no write was ever acknowledged")
+	}
+}
+
+func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp, maxAcked uint64) uint64 {
+	t.Helper()
+	s, err := statestore.Open(statestore.Options{Dir: dir, SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatalf("iteration %d: reopen after SIGKILL: %v", it, err)
+	}
+	defer s.Close()
+	nsRev := s.Namespace(crashNS).Revision
+	if nsRev < maxAcked {
+		t.Fatalf("iteration %d: namespace revision %d below acknowledged %d", it, nsRev, maxAcked)
+	}
+	for key, op := range last {
+		e, err := s.Get(ctx, sys, crashNS, key)
+		switch {
+		case err == nil && e.Revision < op.rev:
+			t.Fatalf("iteration %d: %s at revision %d, but revision %d was acknowledged", it, key, e.Revision, op.rev)
+		case err == nil && op.del && e.Revision == op.rev:
+			t.Fatalf("iteration %d: %s deleted at %d yet present at that revision", it, key, op.rev)
+		case errors.Is(err, statestore.ErrNotFound) && !op.del && nsRev <= op.rev:
+			t.Fatalf("iteration %d: acknowledged put of %s at %d is gone", it, key, op.rev)
+		case err != nil && !errors.Is(err, statestore.ErrNotFound):
+			t.Fatalf("iteration %d: get %s: %v", it, key, err)
+		}
+	}
+	return nsRev
+}

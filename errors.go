@@ -1,0 +1,115 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a result code of the state store, as the wire protocol's
+// STATE_STORE_ERROR_CODE_* names it.
+type Code int
+
+// Result codes. The numeric values are not a wire format; use String.
+const (
+	OK Code = iota
+	NotFound
+	Conflict
+	TTLInvalid
+	PermissionDenied
+	InvalidArgument
+	SchemaInvalid
+	ValueTooLarge
+	QuotaExceeded
+	WatchTooBroad
+	WatchLimit
+	Storage
+	Unavailable
+)
+
+var codeNames = [...]string{
+	OK: "OK", NotFound: "NOT_FOUND", Conflict: "CONFLICT", TTLInvalid: "TTL_INVALID",
+	PermissionDenied: "PERMISSION_DENIED", InvalidArgument: "INVALID_ARGUMENT",
+	SchemaInvalid: "SCHEMA_INVALID", ValueTooLarge: "VALUE_TOO_LARGE", QuotaExceeded: "QUOTA_EXCEEDED",
+	WatchTooBroad: "WATCH_TOO_BROAD", WatchLimit: "WATCH_LIMIT", Storage: "STORAGE", Unavailable: "UNAVAILABLE",
+}
+
+// String returns the specification's name for the code.
+func (c Code) String() string {
+	if c >= 0 && int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("CODE(%d)", int(c))
+}
+
+// Error is the one error type the store returns from its operations. Match
+// a code with errors.Is(err, statestore.ErrConflict) (or any Err* below) or
+// read it with errors.As / CodeOf.
+type Error struct {
+	Code Code
+	// Field names the request field or bound at fault: "namespace", "key",
+	// "expected_revision", "ttl", "document", "$.recording_mode", "total
+	// value bytes", ...
+	Field   string
+	Message string
+	// CurrentRevision is the entry's revision when Code is Conflict (0 when
+	// the key does not exist).
+	CurrentRevision uint64
+	Err             error // the cause, if any
+}
+
+func (e *Error) Error() string {
+	msg := e.Code.String()
+	if e.Field != "" {
+		msg += ": " + e.Field
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.Code == Conflict {
+		msg += fmt.Sprintf(" (current revision %d)", e.CurrentRevision)
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches another *Error with the same code, so the Err* sentinels match
+// any error of their code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && t.Field == "" && t.Message == ""
+}
+
+// Sentinels for errors.Is, one per code.
+var (
+	ErrNotFound         = &Error{Code: NotFound}
+	ErrConflict         = &Error{Code: Conflict}
+	ErrTTLInvalid       = &Error{Code: TTLInvalid}
+	ErrPermissionDenied = &Error{Code: PermissionDenied}
+	ErrInvalidArgument  = &Error{Code: InvalidArgument}
+	ErrSchemaInvalid    = &Error{Code: SchemaInvalid}
+	ErrValueTooLarge    = &Error{Code: ValueTooLarge}
+	ErrQuotaExceeded    = &Error{Code: QuotaExceeded}
+	ErrWatchTooBroad    = &Error{Code: WatchTooBroad}
+	ErrWatchLimit       = &Error{Code: WatchLimit}
+	ErrStorage          = &Error{Code: Storage}
+	ErrUnavailable      = &Error{Code: Unavailable}
+)
+
+// CodeOf returns the code of err: OK for nil, the *Error's code, and
+// Unavailable for any other error.
+func CodeOf(err error) Code {
+	if err == nil {
+		return OK
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Unavailable
+}
+
+func newErr(code Code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}

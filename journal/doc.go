@@ -1,0 +1,69 @@
+// Package journal is the store's write-ahead journal and its sole revision
+// authority: a segmented, append-only sequence of checksummed records on top
+// of github.com/tidwall/wal.
+//
+// # On-disk format
+//
+// A journal is a directory of segment files. tidwall/wal names each file
+// after the index of its first entry, zero-padded to 20 decimal digits
+// ("00000000000000000001"), and writes each entry as
+//
+//	+-------------------+------------------------------+
+//	| uvarint(len)      | len bytes: one record frame   |
+//	+-------------------+------------------------------+
+//
+// with no checksum or magic of its own. Every entry the journal writes is
+// one record frame, all integers little-endian:
+//
+//	 offset  size  field
+//	+------+------+-------------------------------------------------+
+//	|   0  |   1  | version (1)                                     |
+//	|   1  |   1  | kind: 1 PUT, 2 DELETE, 3 EXPIRE                 |
+//	|   2  |   8  | namespace revision this record produces         |
+//	|  10  |   8  | commit wall-clock time, ms since the Unix epoch |
+//	|  18  |   2  | namespace length N                              |
+//	|  20  |   2  | key length K                                    |
+//	|  22  |   N  | namespace                                       |
+//	| 22+N |   K  | key                                             |
+//	+------+------+-------------------------------------------------+
+//	  PUT only, from p = 22+N+K:
+//	|   p  |   2  | schema length S                                 |
+//	|  p+2 |   2  | owner length O                                  |
+//	|  p+4 |   8  | created ms                                      |
+//	| p+12 |   8  | updated ms                                      |
+//	| p+20 |   8  | expires ms (0: no lease)                        |
+//	| p+28 |   4  | document length D                               |
+//	| p+32 |   S  | schema name                                     |
+//	|  ... |   O  | owner                                           |
+//	|  ... |   D  | document (a JSON object)                        |
+//	+------+------+-------------------------------------------------+
+//	| end-4|   4  | CRC-32C (Castagnoli) of every byte before it    |
+//	+------+------+-------------------------------------------------+
+//
+// A DELETE or EXPIRE frame ends after the key. Journal indexes are dense,
+// starting at 1; a segment starting at index s holding n records is followed
+// by a segment starting at s+n.
+//
+// # Invariants
+//
+//   - Append returns only after the batch is fsynced, and after the journal
+//     directory is fsynced when the batch opened a new segment file
+//     (tidwall/wal never syncs directories).
+//   - Every record is verified (CRC, version, kind, lengths within Limits)
+//     on replay. An empty entry, which is how tidwall/wal reads zero-filled
+//     bytes, is damage, never data.
+//   - Open cuts only a torn final record of the last segment: an entry that
+//     is incomplete or fails its checksum, with no whole record anywhere
+//     after it (every byte offset is tried, so a damaged length prefix cannot
+//     hide good records behind it). The damaged segment is copied to the
+//     quarantine directory first, and the cut is reported as a TailCut.
+//     Damage anywhere else fails with a *CorruptError naming the journal
+//     index, the segment and the byte offset.
+//   - After a failed write or sync the tidwall/wal handle is discarded (its
+//     memory is not rolled back) and the files are cut back to the last
+//     acknowledged record before another append: records of a failed batch
+//     never reappear on the next open.
+//   - Decoding checks every length against Limits before slicing, so
+//     metadata is validated before a document is touched and a corrupted
+//     length cannot make the decoder allocate beyond the bounds.
+package journal

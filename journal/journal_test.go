@@ -1,0 +1,404 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func testRecord(i int) *Record {
+	return &Record{Kind: KindPut, Namespace: "user/alice", Key: fmt.Sprintf("k%03d", i%7), Revision: uint64(i), TimeMs: int64(i),
+		Schema: "keeppeek.media-intent.v1", Owner: "alice", CreatedMs: 1, UpdatedMs: int64(i),
+		Document: []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, bytes.Repeat([]byte("x"), i%40)))}
+}
+
+func openJournal(t *testing.T, dir string, segSize int) (*Journal, *TailCut) {
+	t.Helper()
+	j, cut, err := Open(dir, Options{SegmentSize: segSize})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return j, cut
+}
+
+// writeJournal creates a journal of n records in several segments and
+// returns its directory and the records.
+func writeJournal(t *testing.T, n, segSize int) (string, []*Record) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, segSize)
+	var recs []*Record
+	for i := 1; i <= n; {
+		var batch []*Record
+		for k := 0; k < 1+i%3 && i <= n; k++ {
+			batch = append(batch, testRecord(i))
+			i++
+		}
+		first, err := j.Append(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != uint64(len(recs)+1) {
+			t.Fatalf("first index %d, want %d", first, len(recs)+1)
+		}
+		recs = append(recs, batch...)
+	}
+	// Tail tests need a final record with another record before it in the
+	// same segment.
+	for len(entryOffsets(t, lastSegment(t, dir).Path)) < 2 {
+		r := testRecord(len(recs) + 1)
+		if _, err := j.Append([]*Record{r}); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, recs
+}
+
+func replayAll(t *testing.T, j *Journal) []*Record {
+	t.Helper()
+	var got []*Record
+	if err := j.Replay(j.FirstIndex(), func(idx uint64, r *Record) error {
+		if idx != uint64(len(got)+1) {
+			return fmt.Errorf("index %d after %d records", idx, len(got))
+		}
+		got = append(got, r)
+		return nil
+	}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	return got
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "journal")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// entryOffsets returns the byte offset of each entry in a segment file.
+func entryOffsets(t *testing.T, path string) []int64 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	res, _ := scan(data, DefaultLimits, func(i int, off int64, r *Record) error { offs = append(offs, off); return nil })
+	if res.bad != nil {
+		t.Fatalf("segment %s already damaged at %d: %s", path, res.bad.offset, res.bad.reason)
+	}
+	return offs
+}
+
+func lastSegment(t *testing.T, dir string) Segment {
+	t.Helper()
+	segs, err := ListSegments(dir)
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments: %v %v", segs, err)
+	}
+	return segs[len(segs)-1]
+}
+
+func TestAppendReplayReopen(t *testing.T) {
+	dir, recs := writeJournal(t, 60, 700)
+	segs, _ := ListSegments(dir)
+	if len(segs) < 4 {
+		t.Fatalf("want several segments, got %d", len(segs))
+	}
+	j, cut := openJournal(t, dir, 700)
+	defer j.Close()
+	if cut != nil {
+		t.Fatalf("clean journal reported a cut: %v", cut)
+	}
+	if j.LastIndex() != 60 || j.FirstIndex() != 1 {
+		t.Fatalf("range %d..%d", j.FirstIndex(), j.LastIndex())
+	}
+	if got := replayAll(t, j); !reflect.DeepEqual(got, recs) {
+		t.Fatal("replayed records differ from appended ones")
+	}
+	if first, err := j.Append([]*Record{testRecord(61)}); err != nil || first != 61 {
+		t.Fatalf("append after reopen: %d %v", first, err)
+	}
+}
+
+// TestTornTailEveryOffset cuts the last segment at every byte inside its
+// final record: open must drop exactly that record, report the cut, and
+// keep every earlier record.
+func TestTornTailEveryOffset(t *testing.T) {
+	dir, recs := writeJournal(t, 23, 900)
+	last := lastSegment(t, dir)
+	offs := entryOffsets(t, last.Path)
+	if len(offs) < 2 {
+		t.Fatalf("last segment holds %d records; the test wants at least 2", len(offs))
+	}
+	final := offs[len(offs)-1]
+	for cutAt := final + 1; cutAt < last.Size; cutAt++ {
+		d := copyDir(t, dir)
+		if err := os.Truncate(filepath.Join(d, last.Name()), cutAt); err != nil {
+			t.Fatal(err)
+		}
+		j, cut := openJournal(t, d, 900)
+		if cut == nil || cut.Offset != final || cut.Index != uint64(len(recs)) || cut.Bytes != cutAt-final {
+			t.Fatalf("cut at %d: report %+v, want offset %d index %d bytes %d", cutAt, cut, final, len(recs), cutAt-final)
+		}
+		if _, err := os.Stat(cut.SavedAs); err != nil {
+			t.Fatalf("damaged segment not kept: %v", err)
+		}
+		if got := replayAll(t, j); !reflect.DeepEqual(got, recs[:len(recs)-1]) {
+			t.Fatalf("cut at %d: replay lost more than the torn record", cutAt)
+		}
+		if first, err := j.Append([]*Record{testRecord(99)}); err != nil || first != uint64(len(recs)) {
+			t.Fatalf("append after repair: %d %v", first, err)
+		}
+		j.Close()
+	}
+}
+
+func TestZeroFilledTail(t *testing.T) {
+	tests := []struct {
+		name      string
+		damage    func(data []byte, final int64) []byte
+		wantIndex func(n int) uint64
+		keep      func(n int) int
+	}{
+		{"zeros appended after the last record", func(d []byte, _ int64) []byte { return append(d, make([]byte, 4096)...) },
+			func(n int) uint64 { return uint64(n + 1) }, func(n int) int { return n }},
+		{"final record zeroed", func(d []byte, final int64) []byte {
+			clear(d[final:])
+			return d
+		}, func(n int) uint64 { return uint64(n) }, func(n int) int { return n - 1 }},
+		{"final record half zeroed plus zero page", func(d []byte, final int64) []byte {
+			clear(d[final+int64(len(d[final:])/2):])
+			return append(d, make([]byte, 512)...)
+		}, func(n int) uint64 { return uint64(n) }, func(n int) int { return n - 1 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, recs := writeJournal(t, 17, 1000)
+			last := lastSegment(t, dir)
+			offs := entryOffsets(t, last.Path)
+			data, _ := os.ReadFile(last.Path)
+			if err := os.WriteFile(last.Path, tc.damage(data, offs[len(offs)-1]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			j, cut := openJournal(t, dir, 1000)
+			defer j.Close()
+			if cut == nil || cut.Index != tc.wantIndex(len(recs)) {
+				t.Fatalf("cut %+v, want index %d", cut, tc.wantIndex(len(recs)))
+			}
+			if got := replayAll(t, j); !reflect.DeepEqual(got, recs[:tc.keep(len(recs))]) {
+				t.Fatalf("replay kept %d records, want %d", len(got), tc.keep(len(recs)))
+			}
+		})
+	}
+}
+
+// TestFlippedByteInLastSegment flips bytes of every record but the final
+// one of the last segment: that is corruption, not a torn tail, and Open
+// must name the index and offset.
+func TestFlippedByteInLastSegment(t *testing.T) {
+	dir, _ := writeJournal(t, 23, 900)
+	last := lastSegment(t, dir)
+	offs := entryOffsets(t, last.Path)
+	for i, off := range offs[:len(offs)-1] {
+		next := offs[i+1]
+		for _, at := range []int64{off, off + 1, off + 5, (off + next) / 2, next - 1} {
+			d := copyDir(t, dir)
+			p := filepath.Join(d, last.Name())
+			data, _ := os.ReadFile(p)
+			data[at] ^= 0x5A
+			os.WriteFile(p, data, 0o644)
+			_, _, err := Open(d, Options{SegmentSize: 900})
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("flip at %d: want *CorruptError, got %v", at, err)
+			}
+			if ce.Index != last.Start+uint64(i) || ce.Offset != off || ce.Segment != last.Name() {
+				t.Fatalf("flip at %d: error names index %d offset %d segment %s, want %d %d %s (%v)",
+					at, ce.Index, ce.Offset, ce.Segment, last.Start+uint64(i), off, last.Name(), err)
+			}
+		}
+	}
+}
+
+func TestFlippedByteInSealedSegment(t *testing.T) {
+	dir, _ := writeJournal(t, 40, 700)
+	segs, _ := ListSegments(dir)
+	sealed := segs[1]
+	offs := entryOffsets(t, sealed.Path)
+	for i, off := range offs {
+		for _, delta := range []int64{0, 3, 12} {
+			d := copyDir(t, dir)
+			p := filepath.Join(d, sealed.Name())
+			data, _ := os.ReadFile(p)
+			data[off+delta] ^= 0x01
+			os.WriteFile(p, data, 0o644)
+			j, _, err := Open(d, Options{SegmentSize: 700})
+			if err != nil {
+				t.Fatalf("open reads only the tail, but failed: %v", err)
+			}
+			err = j.Replay(1, func(uint64, *Record) error { return nil })
+			j.Close()
+			var ce *CorruptError
+			if !errors.As(err, &ce) {
+				t.Fatalf("flip at %d: want *CorruptError, got %v", off+delta, err)
+			}
+			if ce.Index != sealed.Start+uint64(i) || ce.Offset != off || ce.Segment != sealed.Name() {
+				t.Fatalf("flip at %d: names index %d offset %d in %s, want %d %d in %s", off+delta, ce.Index, ce.Offset, ce.Segment, sealed.Start+uint64(i), off, sealed.Name())
+			}
+		}
+	}
+	// A sealed segment cut short is corruption too, never a torn tail.
+	d := copyDir(t, dir)
+	os.Truncate(filepath.Join(d, sealed.Name()), sealed.Size-3)
+	j, _ := openJournal(t, d, 700)
+	defer j.Close()
+	if err := j.Replay(1, func(uint64, *Record) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated sealed segment: %v", err)
+	}
+}
+
+func TestMissingAndDuplicatedSegments(t *testing.T) {
+	dir, _ := writeJournal(t, 40, 700)
+	segs, _ := ListSegments(dir)
+	t.Run("missing middle segment", func(t *testing.T) {
+		d := copyDir(t, dir)
+		os.Remove(filepath.Join(d, segs[1].Name()))
+		j, _ := openJournal(t, d, 700)
+		defer j.Close()
+		err := j.Replay(1, func(uint64, *Record) error { return nil })
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Segment != segs[0].Name() || ce.Index != segs[1].Start {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("segment duplicated under a later name", func(t *testing.T) {
+		d := copyDir(t, dir)
+		data, _ := os.ReadFile(segs[1].Path)
+		os.WriteFile(filepath.Join(d, segmentName(segs[1].Start+1)), data, 0o644)
+		_, _, err := Open(d, Options{SegmentSize: 700})
+		if err == nil {
+			j, _ := openJournal(t, d, 700)
+			err = j.Replay(1, func(uint64, *Record) error { return nil })
+			j.Close()
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// TestRecoverDropsFailedBatch simulates a batch whose write reached the file
+// but whose fsync failed: the records must not survive recovery or reopen.
+func TestRecoverDropsFailedBatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 1<<20)
+	for i := 1; i <= 5; i++ {
+		if _, err := j.Append([]*Record{testRecord(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What a failed batch may leave: whole records and a torn one.
+	tail := lastSegment(t, dir)
+	f, _ := os.OpenFile(tail.Path, os.O_WRONLY|os.O_APPEND, 0)
+	for i := 6; i <= 8; i++ {
+		frame, _ := testRecord(i).Encode()
+		f.Write(binary.AppendUvarint(nil, uint64(len(frame))))
+		f.Write(frame)
+	}
+	f.Write([]byte{0x80, 0x01, 1, 2, 3})
+	f.Close()
+	j.broken = errors.New("injected fsync failure")
+	first, err := j.Append([]*Record{testRecord(106)})
+	if err != nil || first != 6 {
+		t.Fatalf("append after recovery: index %d, %v", first, err)
+	}
+	j.Close()
+	j2, cut := openJournal(t, dir, 1<<20)
+	defer j2.Close()
+	if cut != nil {
+		t.Fatalf("recovery left a torn tail: %v", cut)
+	}
+	got := replayAll(t, j2)
+	if len(got) != 6 || got[5].Revision != 106 {
+		t.Fatalf("after recovery: %d records, last revision %d; want 6 ending in 106", len(got), got[len(got)-1].Revision)
+	}
+}
+
+func TestTruncateFront(t *testing.T) {
+	dir, recs := writeJournal(t, 50, 700)
+	j, _ := openJournal(t, dir, 700)
+	if err := j.TruncateFront(31); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j, _ = openJournal(t, dir, 700)
+	defer j.Close()
+	if j.FirstIndex() != 31 || j.LastIndex() != uint64(len(recs)) {
+		t.Fatalf("range %d..%d after truncation", j.FirstIndex(), j.LastIndex())
+	}
+	var got []*Record
+	j.Replay(31, func(idx uint64, r *Record) error { got = append(got, r); return nil })
+	if !reflect.DeepEqual(got, recs[30:]) {
+		t.Fatalf("replay after truncation: %d records", len(got))
+	}
+	// Truncating everything leaves an empty journal that continues the indexes.
+	next := uint64(len(recs) + 1)
+	if err := j.TruncateFront(next); err != nil {
+		t.Fatal(err)
+	}
+	if first, err := j.Append([]*Record{testRecord(51)}); err != nil || first != next {
+		t.Fatalf("append after full truncation: %d %v", first, err)
+	}
+}
+
+func TestFinishInterruptedTruncation(t *testing.T) {
+	dir, recs := writeJournal(t, 50, 700)
+	segs, _ := ListSegments(dir)
+	// A crash after tidwall/wal wrote the .START marker but before it
+	// removed the old segments: open must complete the truncation.
+	target := segs[2].Start + 1
+	var ebuf []byte
+	data, _ := os.ReadFile(segs[2].Path)
+	offs := entryOffsets(t, segs[2].Path)
+	ebuf = data[offs[1]:]
+	os.WriteFile(filepath.Join(dir, segmentName(target)+".START"), ebuf, 0o644)
+	os.WriteFile(filepath.Join(dir, segmentName(target)+".START.TEMP"), []byte("junk"), 0o644)
+	j, _ := openJournal(t, dir, 700)
+	defer j.Close()
+	if j.FirstIndex() != target {
+		t.Fatalf("first index %d, want %d", j.FirstIndex(), target)
+	}
+	var got []*Record
+	if err := j.Replay(target, func(idx uint64, r *Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, recs[target-1:]) {
+		t.Fatalf("replay after finishing truncation: %d records", len(got))
+	}
+}

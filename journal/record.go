@@ -1,0 +1,216 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Kind is the type of a journal record.
+type Kind uint8
+
+// Record kinds. The values are on disk: never renumber them.
+const (
+	KindPut    Kind = 1 // a complete document replaced or created
+	KindDelete Kind = 2 // a key removed by a client
+	KindExpire Kind = 3 // a key removed because its lease lapsed
+)
+
+// String names the kind as the wire protocol does.
+func (k Kind) String() string {
+	switch k {
+	case KindPut:
+		return "PUT"
+	case KindDelete:
+		return "DELETE"
+	case KindExpire:
+		return "EXPIRE"
+	}
+	return fmt.Sprintf("KIND(%d)", uint8(k))
+}
+
+// FormatVersion is the frame version this code writes and the newest it reads.
+const FormatVersion = 1
+
+// Frame geometry. See the package documentation for the drawing.
+const (
+	headerSize    = 1 + 1 + 8 + 8 + 2 + 2 // version, kind, revision, time, ns len, key len
+	putHeaderSize = 2 + 2 + 8 + 8 + 8 + 4 // schema len, owner len, created, updated, expires, doc len
+	crcSize       = 4
+	// MinFrameSize is the smallest valid frame: a DELETE of a one-byte key
+	// in a one-byte namespace would be larger; anything shorter is garbage.
+	MinFrameSize = headerSize + crcSize
+)
+
+// castagnoli is CRC-32C: hardware-accelerated on amd64 and arm64, and a
+// stronger code than IEEE for the short frames the journal writes.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Record is one committed mutation. Every record carries the namespace
+// revision it produces, so replay can check continuity record by record.
+type Record struct {
+	Kind      Kind
+	Namespace string
+	Key       string
+	Revision  uint64 // namespace revision this record produces (previous + 1)
+	TimeMs    int64  // wall-clock ms at commit
+
+	// PUT only.
+	Schema    string
+	Owner     string
+	CreatedMs int64
+	UpdatedMs int64
+	ExpiresMs int64 // 0: no lease
+	Document  []byte
+}
+
+// Limits bound what the decoder accepts before it copies anything, so a
+// corrupted length can never make it allocate or read beyond them.
+type Limits struct {
+	MaxNamespace int // bytes
+	MaxKey       int // bytes
+	MaxSchema    int // bytes
+	MaxOwner     int // bytes
+	MaxDocument  int // bytes
+}
+
+// DefaultLimits matches the store's defaults (DESIGN.md §3).
+var DefaultLimits = Limits{MaxNamespace: 128, MaxKey: 256, MaxSchema: 128, MaxOwner: 128, MaxDocument: 16384}
+
+// ErrFrame is wrapped by every frame decoding failure.
+var ErrFrame = errors.New("invalid record frame")
+
+// FrameError says why a frame failed to decode.
+type FrameError struct {
+	Field  string // what was wrong: "crc", "version", "kind", "namespace length", ...
+	Reason string
+}
+
+func (e *FrameError) Error() string { return fmt.Sprintf("record %s: %s", e.Field, e.Reason) }
+
+// Unwrap lets errors.Is(err, ErrFrame) match.
+func (e *FrameError) Unwrap() error { return ErrFrame }
+
+func frameErr(field, format string, args ...any) error {
+	return &FrameError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// EncodedSize is the frame size of r, so batches can be sized without encoding.
+func (r *Record) EncodedSize() int {
+	n := headerSize + len(r.Namespace) + len(r.Key) + crcSize
+	if r.Kind == KindPut {
+		n += putHeaderSize + len(r.Schema) + len(r.Owner) + len(r.Document)
+	}
+	return n
+}
+
+// AppendFrame appends the framed encoding of r to dst. It refuses fields
+// whose length cannot be represented, never truncating silently.
+func (r *Record) AppendFrame(dst []byte) ([]byte, error) {
+	if len(r.Namespace) > 0xFFFF || len(r.Key) > 0xFFFF || len(r.Schema) > 0xFFFF || len(r.Owner) > 0xFFFF {
+		return dst, frameErr("length", "a string field exceeds 65535 bytes")
+	}
+	if uint64(len(r.Document)) > 0xFFFFFFFF {
+		return dst, frameErr("document length", "exceeds 4 GiB")
+	}
+	if r.Kind != KindPut && r.Kind != KindDelete && r.Kind != KindExpire {
+		return dst, frameErr("kind", "unknown kind %d", r.Kind)
+	}
+	start := len(dst)
+	dst = append(dst, FormatVersion, byte(r.Kind))
+	dst = binary.LittleEndian.AppendUint64(dst, r.Revision)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.TimeMs))
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.Namespace)))
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.Key)))
+	dst = append(dst, r.Namespace...)
+	dst = append(dst, r.Key...)
+	if r.Kind == KindPut {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.Schema)))
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.Owner)))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.CreatedMs))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.UpdatedMs))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.ExpiresMs))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Document)))
+		dst = append(dst, r.Schema...)
+		dst = append(dst, r.Owner...)
+		dst = append(dst, r.Document...)
+	}
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), nil
+}
+
+// Encode returns the framed encoding of r.
+func (r *Record) Encode() ([]byte, error) {
+	return r.AppendFrame(make([]byte, 0, r.EncodedSize()))
+}
+
+// Decode parses one frame. It checks the checksum first, then every length
+// against lim before slicing, so metadata is validated before the document
+// is touched. Strings are copied; Document is copied too, so the result
+// never aliases frame.
+func Decode(frame []byte, lim Limits) (*Record, error) {
+	if len(frame) < MinFrameSize {
+		return nil, frameErr("length", "%d bytes is shorter than the %d-byte minimum frame", len(frame), MinFrameSize)
+	}
+	body := frame[:len(frame)-crcSize]
+	want := binary.LittleEndian.Uint32(frame[len(frame)-crcSize:])
+	if got := crc32.Checksum(body, castagnoli); got != want {
+		return nil, frameErr("crc", "stored CRC-32C %08x, computed %08x", want, got)
+	}
+	if body[0] != FormatVersion {
+		return nil, frameErr("version", "frame version %d, this build reads %d", body[0], FormatVersion)
+	}
+	r := &Record{Kind: Kind(body[1])}
+	if r.Kind != KindPut && r.Kind != KindDelete && r.Kind != KindExpire {
+		return nil, frameErr("kind", "unknown kind %d", body[1])
+	}
+	r.Revision = binary.LittleEndian.Uint64(body[2:])
+	r.TimeMs = int64(binary.LittleEndian.Uint64(body[10:]))
+	nsLen := int(binary.LittleEndian.Uint16(body[18:]))
+	keyLen := int(binary.LittleEndian.Uint16(body[20:]))
+	if nsLen > lim.MaxNamespace {
+		return nil, frameErr("namespace length", "%d bytes exceeds the %d-byte limit", nsLen, lim.MaxNamespace)
+	}
+	if keyLen > lim.MaxKey {
+		return nil, frameErr("key length", "%d bytes exceeds the %d-byte limit", keyLen, lim.MaxKey)
+	}
+	p := body[headerSize:]
+	if len(p) < nsLen+keyLen {
+		return nil, frameErr("length", "namespace and key run past the frame end")
+	}
+	r.Namespace = string(p[:nsLen])
+	r.Key = string(p[nsLen : nsLen+keyLen])
+	p = p[nsLen+keyLen:]
+	if r.Kind != KindPut {
+		if len(p) != 0 {
+			return nil, frameErr("length", "%d trailing bytes after a %s record", len(p), r.Kind)
+		}
+		return r, nil
+	}
+	if len(p) < putHeaderSize {
+		return nil, frameErr("length", "PUT header runs past the frame end")
+	}
+	schemaLen := int(binary.LittleEndian.Uint16(p[0:]))
+	ownerLen := int(binary.LittleEndian.Uint16(p[2:]))
+	r.CreatedMs = int64(binary.LittleEndian.Uint64(p[4:]))
+	r.UpdatedMs = int64(binary.LittleEndian.Uint64(p[12:]))
+	r.ExpiresMs = int64(binary.LittleEndian.Uint64(p[20:]))
+	docLen := uint64(binary.LittleEndian.Uint32(p[28:]))
+	if schemaLen > lim.MaxSchema {
+		return nil, frameErr("schema length", "%d bytes exceeds the %d-byte limit", schemaLen, lim.MaxSchema)
+	}
+	if ownerLen > lim.MaxOwner {
+		return nil, frameErr("owner length", "%d bytes exceeds the %d-byte limit", ownerLen, lim.MaxOwner)
+	}
+	if docLen > uint64(lim.MaxDocument) {
+		return nil, frameErr("document length", "%d bytes exceeds the %d-byte limit", docLen, lim.MaxDocument)
+	}
+	p = p[putHeaderSize:]
+	if uint64(len(p)) != uint64(schemaLen+ownerLen)+docLen {
+		return nil, frameErr("length", "PUT body is %d bytes, header declares %d", len(p), uint64(schemaLen+ownerLen)+docLen)
+	}
+	r.Schema = string(p[:schemaLen])
+	r.Owner = string(p[schemaLen : schemaLen+ownerLen])
+	r.Document = append([]byte(nil), p[schemaLen+ownerLen:]...)
+	return r, nil
+}

@@ -1,0 +1,144 @@
+package journal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// segmentNameLen is the width tidwall/wal gives a segment file name: the
+// zero-padded decimal index of the segment's first entry.
+const segmentNameLen = 20
+
+// Segment describes one segment file of the journal.
+type Segment struct {
+	Start uint64 // journal index of the segment's first entry
+	Path  string
+	Size  int64
+}
+
+// Name is the segment's file name.
+func (s Segment) Name() string { return filepath.Base(s.Path) }
+
+func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }
+
+// ListSegments returns the journal's segment files in index order. Files
+// that are not segments (temporaries, truncation markers) are ignored.
+func ListSegments(dir string) ([]Segment, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list journal directory %s: %w", dir, err)
+	}
+	var segs []Segment
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || len(name) != segmentNameLen {
+			continue
+		}
+		start, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || start == 0 {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("stat segment %s: %w", name, err)
+		}
+		segs = append(segs, Segment{Start: start, Path: filepath.Join(dir, name), Size: info.Size()})
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].Start < segs[j].Start })
+	return segs, nil
+}
+
+// badSpot is the first entry of a segment that does not parse.
+type badSpot struct {
+	offset     int64
+	reason     string
+	incomplete bool // the entry runs past the end of the file
+}
+
+// scanResult summarizes a sequential parse of one segment's bytes.
+type scanResult struct {
+	count int      // valid entries before the bad spot (or all of them)
+	end   int64    // offset just past the last valid entry
+	bad   *badSpot // nil when every byte parsed
+}
+
+// entryAt parses the wal entry (uvarint length, then that many bytes) at off
+// and returns the frame and the entry's total size.
+func entryAt(data []byte, off int) (frame []byte, size int, bad *badSpot) {
+	n, w := binary.Uvarint(data[off:])
+	if w == 0 {
+		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix cut off at end of file", incomplete: true}
+	}
+	if w < 0 {
+		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix overflows"}
+	}
+	if n > uint64(len(data)-off-w) {
+		return nil, 0, &badSpot{offset: int64(off), reason: fmt.Sprintf("entry of %d bytes runs past end of file (%d bytes left)", n, len(data)-off-w), incomplete: true}
+	}
+	if n == 0 {
+		// tidwall/wal reads a zero-filled tail as a run of empty entries;
+		// the journal never writes one, so it is damage, not data.
+		return nil, 0, &badSpot{offset: int64(off), reason: "empty entry (zero-filled bytes)"}
+	}
+	return data[off+w : off+w+int(n)], w + int(n), nil
+}
+
+// scan parses data entry by entry, decoding each frame, and calls fn for
+// each valid one. It stops at the first entry that fails to parse or decode.
+// An error from fn stops the scan and is returned as is.
+func scan(data []byte, lim Limits, fn func(i int, off int64, rec *Record) error) (scanResult, error) {
+	var res scanResult
+	off := 0
+	for off < len(data) {
+		frame, size, bad := entryAt(data, off)
+		if bad != nil {
+			res.bad = bad
+			return res, nil
+		}
+		rec, err := Decode(frame, lim)
+		if err != nil {
+			res.bad = &badSpot{offset: int64(off), reason: err.Error()}
+			return res, nil
+		}
+		if fn != nil {
+			if err := fn(res.count, int64(off), rec); err != nil {
+				return res, err
+			}
+		}
+		off += size
+		res.count++
+		res.end = int64(off)
+	}
+	return res, nil
+}
+
+// validFrameAfter reports the offset of the first position after from where
+// a whole, checksummed frame starts, or -1. It tries every byte offset, not
+// just the next entry boundary, because a damaged length prefix misaligns the
+// sequential parse: following it blindly would mistake good records behind
+// the damage for a torn tail and cut acknowledged data.
+func validFrameAfter(data []byte, from int64, lim Limits) int64 {
+	for off := int(from); off < len(data); off++ {
+		n, w := binary.Uvarint(data[off:])
+		if w <= 0 || n < MinFrameSize || n > uint64(len(data)-off-w) {
+			continue
+		}
+		frame := data[off+w : off+w+int(n)]
+		if frame[0] != FormatVersion || Kind(frame[1]) < KindPut || Kind(frame[1]) > KindExpire {
+			continue
+		}
+		if _, err := Decode(frame, lim); err == nil {
+			return int64(off)
+		}
+	}
+	return -1
+}
+
+func isTruncMarker(name string) bool {
+	return strings.HasSuffix(name, ".START") || strings.HasSuffix(name, ".END") || strings.HasSuffix(name, ".TEMP")
+}

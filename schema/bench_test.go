@@ -1,0 +1,30 @@
+package schema_test
+
+import (
+	"testing"
+
+	"github.com/keeppeek/statestore/internal/testdoc"
+	"github.com/keeppeek/statestore/schema"
+)
+
+// BenchmarkValidateMediaIntent measures the write-path check for the
+// store's standard 2,193-byte document.
+func BenchmarkValidateMediaIntent(b *testing.B) {
+	r := schema.NewRegistry()
+	docs := make([][]byte, 64)
+	for i := range docs {
+		docs[i] = testdoc.MediaIntent(2193, i)
+	}
+	if err := r.Validate(schema.MediaIntentV1, docs[0]); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(2193)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := r.Validate(schema.MediaIntentV1, docs[i%len(docs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

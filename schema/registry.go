@@ -1,0 +1,111 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// MediaIntentV1 names the standard orchestration schema, built into every
+// registry from [NewRegistry].
+const MediaIntentV1 = "keeppeek.media-intent.v1"
+
+// Validator checks a decoded document against one schema. doc holds what
+// json.Decoder with UseNumber would produce (map[string]any, []any, string,
+// json.Number, bool, nil), so numbers keep their exact spelling; doc has
+// already passed [Guard] and must not be
+// modified, since it is shared with the caller's later checks. A returned
+// [*Error] is passed through with its Schema set to the registered name;
+// any other error is wrapped in one at path "$".
+type Validator interface {
+	Validate(doc map[string]any) error
+}
+
+// Registry maps allowed schema names to validators. A name that is not
+// registered is refused, so clients cannot invent schemas that escape
+// validation. Safe for concurrent use; the zero value is an empty registry
+// without the built-in schema.
+type Registry struct {
+	mu         sync.RWMutex
+	validators map[string]Validator
+}
+
+// NewRegistry returns a registry holding the built-in [MediaIntentV1].
+func NewRegistry() *Registry {
+	return &Registry{validators: map[string]Validator{MediaIntentV1: mediaIntentValidator()}}
+}
+
+// Register allows documents of schema name, checked by v. Names are never
+// replaced: a second registration under the same name is almost certainly a
+// wiring mistake, and silently swapping rules under stored documents would
+// let replay accept what the original write refused (or the reverse).
+func (r *Registry) Register(name string, v Validator) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if v == nil {
+		return fmt.Errorf("schema: register %s: nil validator", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.validators[name]; dup {
+		return fmt.Errorf("schema: register %s: already registered", name)
+	}
+	if r.validators == nil {
+		r.validators = make(map[string]Validator)
+	}
+	r.validators[name] = v
+	return nil
+}
+
+// Names lists the registered schema names in sorted order, for capability
+// advertisement and diagnostics.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	names := make([]string, 0, len(r.validators))
+	for n := range r.validators {
+		names = append(names, n)
+	}
+	r.mu.RUnlock()
+	slices.Sort(names)
+	return names
+}
+
+// Validate accepts doc only if it may be stored under schema name; see the
+// package comment for what acceptance guarantees. Checks run cheapest and
+// most general first: schema name, JSON syntax and shape, [Guard], then the
+// schema's validator. Every error is an [*Error] matching [ErrInvalid]; an
+// unregistered name also matches [ErrUnknownSchema].
+func (r *Registry) Validate(name string, doc []byte) error {
+	r.mu.RLock()
+	v, ok := r.validators[name]
+	r.mu.RUnlock()
+	if !ok {
+		if err := CheckName(name); err != nil {
+			e := err.(*Error)
+			e.Err = ErrUnknownSchema
+			return e
+		}
+		return &Error{Schema: name, Path: "schema", Reason: "not registered", Err: ErrUnknownSchema}
+	}
+	obj, err := decodeObject(doc)
+	if err != nil {
+		err.Schema = name
+		return err
+	}
+	if err := guard(obj); err != nil {
+		err.Schema = name
+		return err
+	}
+	if verr := v.Validate(obj); verr != nil {
+		var e *Error
+		if errors.As(verr, &e) {
+			c := *e
+			c.Schema = name
+			return &c
+		}
+		return &Error{Schema: name, Path: "$", Reason: verr.Error(), Err: verr}
+	}
+	return nil
+}

@@ -1,0 +1,8 @@
+package statestore_test
+
+import (
+	"os/signal"
+	"syscall"
+)
+
+func signalIgnoreXFSZ() { signal.Ignore(syscall.SIGXFSZ) }

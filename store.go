@@ -1,0 +1,388 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/schema"
+)
+
+// Entry is one complete state document with the metadata the store
+// assigned. Entries returned by the store are copies the caller may keep.
+type Entry = materialize.Entry
+
+// StoreDirName is the directory, inside Options.Dir, that holds a store's
+// files: the journal, checkpoints, the quarantine and the LOCK file.
+const StoreDirName = "state-store"
+
+// Options configure Open.
+type Options struct {
+	// Dir is the media server's long-term storage directory; the store
+	// lives in Dir/state-store.
+	Dir string
+	// Limits bound the store; zero fields take the defaults of quota.Default.
+	Limits quota.Limits
+	// Clock is the time source for timestamps and leases; nil is the wall clock.
+	Clock clock.Clock
+	// Schemas validates documents; nil means schema.NewRegistry() (with
+	// keeppeek.media-intent.v1 built in).
+	Schemas *schema.Registry
+	// SegmentSize is the journal segment size; 0 means journal.DefaultSegmentSize.
+	SegmentSize int
+	// NoSync makes the journal skip fsync. It exists only so benchmarks can
+	// isolate the cost of everything but the disk; a store opened with it
+	// loses acknowledged writes on a crash.
+	NoSync bool
+	// Logger receives reports such as a torn journal tail cut at open; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Store is an open state store. All methods are safe for concurrent use.
+type Store struct {
+	opts    Options
+	limits  quota.Limits
+	clock   clock.Clock
+	schemas *schema.Registry
+	log     *slog.Logger
+	root    string // Dir/state-store
+	lock    *disk.Lock
+	jnl     *journal.Journal
+
+	// view is the last published state: never mutated after publication,
+	// read without locks.
+	view atomic.Pointer[materialize.View]
+
+	// mu guards the commit queue and leadership (see submit).
+	mu     sync.Mutex
+	idle   *sync.Cond // signalled when no commit is in progress
+	closed bool
+	busy   bool // a leader is committing
+	queue  []*op
+
+	leasesChanged chan struct{}
+	quit          chan struct{}
+	expiryDone    chan struct{}
+
+	openReport OpenReport
+}
+
+// OpenReport tells what Open had to do besides replaying.
+type OpenReport struct {
+	// TailCut is set when a torn final journal record was cut off.
+	TailCut *journal.TailCut
+	// Replayed is how many journal records were replayed.
+	Replayed int
+	// Expired is how many overdue leases were purged before serving.
+	Expired int
+}
+
+// Open opens the store in opts.Dir/state-store, creating it if needed. It
+// takes the LOCK file, replays the journal with every validation of
+// DESIGN.md §2.3, purges overdue leases (journaling one EXPIRE each), and
+// only then serves. Any failure is an *Error with code Unavailable wrapping
+// the cause (a *journal.CorruptError names the journal index and offset).
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, newErr(InvalidArgument, "Dir", "the store directory must be set")
+	}
+	limits, err := opts.Limits.WithDefaults()
+	if err != nil {
+		return nil, &Error{Code: InvalidArgument, Field: "Limits", Message: err.Error(), Err: err}
+	}
+	s := &Store{opts: opts, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
+		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1)}
+	s.idle = sync.NewCond(&s.mu)
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.schemas == nil {
+		s.schemas = schema.NewRegistry()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := s.open(); err != nil {
+		if s.jnl != nil {
+			s.jnl.Close()
+		}
+		s.lock.Release()
+		return nil, &Error{Code: Unavailable, Field: "store", Message: fmt.Sprintf("open %s: %v", s.root, err), Err: err}
+	}
+	return s, nil
+}
+
+func (s *Store) journalLimits() journal.Limits {
+	return journal.Limits{
+		MaxNamespace: s.limits.MaxNamespaceBytes, MaxKey: s.limits.MaxKeyBytes,
+		MaxSchema: 128, MaxOwner: 128, MaxDocument: s.limits.MaxDocumentBytes,
+	}
+}
+
+func (s *Store) open() error {
+	if err := os.MkdirAll(s.root, 0o755); err != nil {
+		return err
+	}
+	if err := disk.SyncDir(s.opts.Dir); err != nil {
+		return err
+	}
+	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
+		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
+		QuarantineDir: filepath.Join(s.root, "quarantine"),
+	})
+	if err != nil {
+		return err
+	}
+	s.jnl = jnl
+	if cut != nil {
+		s.openReport.TailCut = cut
+		s.log.Warn("state store: " + cut.String())
+	}
+	view := materialize.New()
+	from := jnl.FirstIndex()
+	if from > 1 {
+		return &journal.CorruptError{Index: from, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", from)}
+	}
+	err = jnl.Replay(from, func(idx uint64, rec *journal.Record) error {
+		if err := s.validateRecord(view, rec); err != nil {
+			return err
+		}
+		_, err := view.Apply(rec)
+		s.openReport.Replayed++
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.view.Store(view)
+	// Purge overdue leases before anything is served, exactly as if they
+	// had lapsed while running.
+	b := s.newBatch()
+	s.openReport.Expired = b.expireDue(s.clock.Now().UnixMilli())
+	if err := s.commitBatch(b); err != nil {
+		return err
+	}
+	s.quit = make(chan struct{})
+	s.expiryDone = make(chan struct{})
+	go s.expiry()
+	return nil
+}
+
+// validateRecord applies to a replayed record the checks admission applied
+// to the write that produced it: identifiers, a registered schema, an owner,
+// and every bound. Metadata is checked here; the document's bytes were
+// bounded by the decoder and are not parsed (they passed validation at
+// admission and are covered by the frame's CRC; kpjournal verify re-checks
+// them in full).
+func (s *Store) validateRecord(v *materialize.View, rec *journal.Record) error {
+	if err := checkNamespace(rec.Namespace, s.limits.MaxNamespaceBytes); err != nil {
+		return err
+	}
+	if err := checkKey(rec.Key, s.limits.MaxKeyBytes); err != nil {
+		return err
+	}
+	if err := v.Check(rec); err != nil {
+		return err
+	}
+	if rec.Kind != journal.KindPut {
+		return nil
+	}
+	if !s.schemas.Has(rec.Schema) {
+		return newErr(SchemaInvalid, "schema", "%q is not a registered schema", rec.Schema)
+	}
+	if rec.Owner == "" {
+		return newErr(InvalidArgument, "owner", "PUT record without an owner")
+	}
+	old, exists := v.Get(rec.Namespace, rec.Key)
+	var oldSize int64
+	if exists {
+		oldSize = old.Size()
+	}
+	return s.limits.CheckPut(s.usage(v, rec.Namespace), rec.Namespace, exists, oldSize, int64(len(rec.Document)))
+}
+
+func (s *Store) usage(v *materialize.View, namespace string) quota.Usage {
+	_, bytes, nss := v.Totals()
+	return quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(namespace).Entries, TotalBytes: bytes}
+}
+
+// OpenReport tells what Open did besides replaying.
+func (s *Store) OpenReport() OpenReport { return s.openReport }
+
+// Close stops accepting calls, lets every call already queued finish, and
+// closes the journal and the LOCK file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrUnavailable
+	}
+	s.closed = true
+	for s.busy {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
+	close(s.quit)
+	<-s.expiryDone
+	err := s.jnl.Close()
+	return errors.Join(err, s.lock.Release())
+}
+
+// Limits returns the bounds in force.
+func (s *Store) Limits() quota.Limits { return s.limits }
+
+// NamespaceInfo is a namespace's counters.
+type NamespaceInfo = materialize.Namespace
+
+// Namespace returns the counters of a namespace: its revision (kept after
+// it empties), entries and value bytes. It is an operator view and does no
+// authorization.
+func (s *Store) Namespace(namespace string) NamespaceInfo {
+	return s.view.Load().Namespace(namespace)
+}
+
+// Usage returns the store's entries, value bytes and namespaces holding
+// entries.
+func (s *Store) Usage() (entries int, bytes int64, namespaces int) {
+	return s.view.Load().Totals()
+}
+
+// Get returns the complete current entry at (namespace, key). An entry
+// whose lease has lapsed reads as NOT_FOUND, and only after its EXPIRE is
+// committed.
+func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+	}
+	if err := s.checkTarget(p, namespace, key, accessRead); err != nil {
+		return Entry{}, err
+	}
+	for {
+		e, ok := s.view.Load().Get(namespace, key)
+		if !ok {
+			return Entry{}, newErr(NotFound, "key", "%q not found in namespace %q", key, namespace)
+		}
+		if e.ExpiresMs == 0 || s.clock.Now().UnixMilli() < e.ExpiresMs {
+			return copyEntry(e), nil
+		}
+		// Due but not yet expired by the committer: have it commit the
+		// EXPIRE first, so nobody observes an absence the journal lacks.
+		if _, err := s.submit(&op{kind: opExpire}); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
+func copyEntry(e *Entry) Entry {
+	c := *e
+	c.Document = append([]byte(nil), e.Document...)
+	return c
+}
+
+func (s *Store) checkTarget(p Principal, namespace, key string, a access) error {
+	if err := checkNamespace(namespace, s.limits.MaxNamespaceBytes); err != nil {
+		return err
+	}
+	if err := checkKey(key, s.limits.MaxKeyBytes); err != nil {
+		return err
+	}
+	return authorize(p, namespace, a)
+}
+
+// Expect is a write's expected_revision: the zero value is a blind write
+// (absent), CreateOnly is 0, IfRevision(n) is n.
+type Expect struct {
+	set bool
+	rev uint64
+}
+
+// CreateOnly is expected_revision 0: the key must not exist.
+var CreateOnly = Expect{set: true}
+
+// IfRevision is expected_revision n: the key's revision must be n. n = 0 is
+// CreateOnly.
+func IfRevision(n uint64) Expect { return Expect{set: true, rev: n} }
+
+// Revision returns the expected revision and whether one is set.
+func (x Expect) Revision() (uint64, bool) { return x.rev, x.set }
+
+// PutRequest is a PutState.
+type PutRequest struct {
+	Namespace string
+	Key       string
+	Schema    string
+	Document  []byte // a JSON object valid against Schema
+	Expect    Expect
+	// TTL requests a lease: 0 means none; below the minimum (1 s) is
+	// TTL_INVALID; above the maximum (24 h) is clamped.
+	TTL time.Duration
+}
+
+// Put atomically replaces (or creates) the entry and returns it as
+// committed. The owner is always p. It returns only after the journal batch
+// holding the write is fsynced, or with an error, in which case nothing
+// changed.
+func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+	}
+	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
+		return Entry{}, err
+	}
+	ttl, err := s.limits.ClampTTL(req.TTL)
+	if err != nil {
+		return Entry{}, &Error{Code: TTLInvalid, Field: "ttl", Message: err.Error(), Err: err}
+	}
+	if err := s.limits.CheckDocument(len(req.Document)); err != nil {
+		return Entry{}, &Error{Code: ValueTooLarge, Field: "document", Message: err.Error(), Err: err}
+	}
+	if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
+		field := "document"
+		var se *schema.Error
+		if errors.As(err, &se) && se.Path != "" {
+			field = se.Path
+		}
+		return Entry{}, &Error{Code: SchemaInvalid, Field: field, Message: err.Error(), Err: err}
+	}
+	owner := p.ID
+	o := &op{kind: opPut, owner: owner, ns: req.Namespace, key: req.Key, schema: req.Schema,
+		doc: append([]byte(nil), req.Document...), expect: req.Expect, ttl: ttl}
+	return s.submit(o)
+}
+
+// DeleteRequest is a DeleteState.
+type DeleteRequest struct {
+	Namespace string
+	Key       string
+	Expect    Expect
+}
+
+// Delete removes the entry and returns the namespace revision the deletion
+// produced. A missing key is NOT_FOUND.
+func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+	}
+	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
+		return 0, err
+	}
+	e, err := s.submit(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
+	return e.Revision, err
+}
