@@ -39,7 +39,9 @@ func NewJSONSchemaValidator(name string, schemaJSON []byte) (Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: compile JSON schema: %w", name, err)
 	}
-	return &jsonSchemaValidator{name: name, schema: sch, namePatterns: closedPatterns(sch)}, nil
+	v := &jsonSchemaValidator{name: name, schema: sch, namePatterns: map[string][]string{}, forbidden: map[string][]string{}}
+	v.index(sch)
+	return v, nil
 }
 
 type noLoader struct{}
@@ -56,6 +58,10 @@ type jsonSchemaValidator struct {
 	// additionalProperties false) to those patterns, so a rejected member
 	// is reported as a badly formed name rather than an unknown field.
 	namePatterns map[string][]string
+	// forbidden maps the location of every schema with "not": {"enum":
+	// [...]} to those values, so the error can say what is forbidden
+	// instead of the library's bare "'not' failed".
+	forbidden map[string][]string
 }
 
 func (v *jsonSchemaValidator) Validate(doc map[string]any) error {
@@ -159,6 +165,11 @@ func (v *jsonSchemaValidator) describe(doc map[string]any, e *jsonschema.Validat
 		reason = "must be < " + ratString(k.Want)
 	case *kind.FalseSchema:
 		reason = "not allowed"
+	case *kind.Not:
+		reason = "not allowed here"
+		if f := v.forbidden[e.SchemaURL]; len(f) > 0 {
+			reason = "must not be " + strings.Join(f, " or ")
+		}
 	default:
 		reason = e.ErrorKind.LocalizedString(printer)
 	}
@@ -219,10 +230,9 @@ func instancePath(doc map[string]any, loc []string, member string) string {
 	return b.String()
 }
 
-// closedPatterns finds, in the compiled schema graph below root, the object
-// schemas whose member names are restricted to patterns.
-func closedPatterns(root *jsonschema.Schema) map[string][]string {
-	out := make(map[string][]string)
+// index walks the compiled schema graph once, recording what describe needs
+// to explain errors in the schema's own terms.
+func (v *jsonSchemaValidator) index(root *jsonschema.Schema) {
 	seen := make(map[*jsonschema.Schema]bool)
 	var walk func(s *jsonschema.Schema)
 	walk = func(s *jsonschema.Schema) {
@@ -236,7 +246,14 @@ func closedPatterns(root *jsonschema.Schema) map[string][]string {
 				pats = append(pats, re.String())
 			}
 			slices.Sort(pats)
-			out[s.Location] = pats
+			v.namePatterns[s.Location] = pats
+		}
+		if s.Not != nil && s.Not.Enum != nil {
+			var vals []string
+			for _, x := range s.Not.Enum.Values {
+				vals = append(vals, fmt.Sprintf("%q", x))
+			}
+			v.forbidden[s.Location] = vals
 		}
 		for _, c := range []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else,
 			s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema} {
@@ -276,5 +293,4 @@ func closedPatterns(root *jsonschema.Schema) map[string][]string {
 		}
 	}
 	walk(root)
-	return out
 }

@@ -13,11 +13,10 @@ const MediaIntentV1 = "keeppeek.media-intent.v1"
 
 // Validator checks a decoded document against one schema. doc holds what
 // json.Decoder with UseNumber would produce (map[string]any, []any, string,
-// json.Number, bool, nil), so numbers keep their exact spelling; doc has
-// already passed [Guard] and must not be
-// modified, since it is shared with the caller's later checks. A returned
-// [*Error] is passed through with its Schema set to the registered name;
-// any other error is wrapped in one at path "$".
+// json.Number, bool, nil), so numbers keep their exact spelling, and it has
+// already passed [Guard]. A Registry calls Validate from many goroutines at
+// once. A returned [*Error] is passed on with its Schema set to the
+// registered name; any other error is wrapped in one at path "$".
 type Validator interface {
 	Validate(doc map[string]any) error
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/schema"
@@ -95,6 +96,9 @@ func demo(dir string, out io.Writer) error {
 	if _, err := s.Put(ctx, b, statestore.PutRequest{Namespace: demoNS, Key: "observed/front-door-video", Schema: schema.MediaIntentV1, Document: intent("front-door", 1)}); err != nil {
 		return err
 	}
+	if err := demoLease(s, out); err != nil {
+		return err
+	}
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -109,7 +113,7 @@ func demo(dir string, out io.Writer) error {
 	fmt.Fprintf(out, "replayed %d records; namespace %s at revision %d, %d entries, %d bytes\n\n", rep.Replayed, demoNS, ns.Revision, ns.Entries, ns.Bytes)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tKEY\tREVISION\tOWNER\tSCHEMA\tBYTES")
-	for _, key := range []string{demoKey, "observed/front-door-video"} {
+	for _, key := range []string{demoKey, "observed/front-door-video", demoLeaseKey} {
 		e, err := s.Get(ctx, statestore.System(), demoNS, key)
 		if err != nil {
 			return err
@@ -117,4 +121,45 @@ func demo(dir string, out io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", e.Namespace, e.Key, e.Revision, e.Owner, e.Schema, len(e.Document))
 	}
 	return tw.Flush()
+}
+
+const demoLeaseKey = "leases/front-door-video-browser-h264-720p"
+
+// demoLease is the specification's service-coordination pattern: a worker
+// claims a lease create-only with a short TTL, a standby fails to claim it,
+// the holder stops renewing, the lease lapses (an EXPIRE is journaled) and
+// the standby's claim succeeds.
+func demoLease(s *statestore.Store, out io.Writer) error {
+	ctx := context.Background()
+	w1 := statestore.Principal{ID: "transcoder-worker-1", Admin: true}
+	w2 := statestore.Principal{ID: "transcoder-worker-2", Admin: true}
+	claim := func(p statestore.Principal) (statestore.Entry, error) {
+		return s.Put(ctx, p, statestore.PutRequest{Namespace: demoNS, Key: demoLeaseKey, Schema: schema.MediaIntentV1,
+			Document: intent("front-door", 100), Expect: statestore.CreateOnly, TTL: time.Second})
+	}
+	fmt.Fprintf(out, "\nlease %s/%s (TTL 1 s)\n", demoNS, demoLeaseKey)
+	held, err := claim(w1)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s claims it create-only          -> revision %d, expires_at_ms %d\n", w1.ID, held.Revision, held.ExpiresMs)
+	_, err = claim(w2)
+	var se *statestore.Error
+	if !errors.As(err, &se) || se.Code != statestore.Conflict {
+		return fmt.Errorf("expected the standby's claim to conflict, got %v", err)
+	}
+	fmt.Fprintf(out, "%s tries to claim it              -> %s (current revision %d): stays standby\n", w2.ID, se.Code, se.CurrentRevision)
+	before := s.Namespace(demoNS).Revision
+	fmt.Fprintf(out, "%s stops renewing; waiting for the lease to lapse\n", w1.ID)
+	time.Sleep(time.Until(time.UnixMilli(held.ExpiresMs)) + 50*time.Millisecond)
+	if _, err := s.Get(ctx, w2, demoNS, demoLeaseKey); !errors.Is(err, statestore.ErrNotFound) {
+		return fmt.Errorf("lapsed lease still readable: %v", err)
+	}
+	fmt.Fprintf(out, "lease lapsed: EXPIRE journaled, namespace revision %d -> %d\n", before, s.Namespace(demoNS).Revision)
+	won, err := claim(w2)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s claims it create-only          -> revision %d: now the active worker\n", w2.ID, won.Revision)
+	return nil
 }

@@ -113,3 +113,24 @@ func runDurableCASConcurrent(env *Env) ([]harness.Result, error) {
 	}
 	return out, nil
 }
+
+const nameValidateMediaIntent = "validate_media_intent"
+
+// runValidateMediaIntent times one validation of the 2,193-byte document,
+// the dominant part of admission (the quota checks are a few comparisons).
+func runValidateMediaIntent(env *Env) ([]harness.Result, error) {
+	reg := schema.NewRegistry()
+	docs := make([][]byte, casKeys)
+	for i := range docs {
+		docs[i] = testdoc.MediaIntent(harness.DocBytes, i)
+	}
+	r, err := harness.Serial(nameValidateMediaIntent, env.Ops, func(i int) error {
+		return reg.Validate(schema.MediaIntentV1, docs[i%casKeys])
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.Writers = 1
+	r.Note = fmt.Sprintf("doc=%dB", harness.DocBytes)
+	return []harness.Result{r}, nil
+}

@@ -21,6 +21,7 @@ var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
 	{name: harness.NameRawAppend, run: runRawAppend},
 	{name: nameMemoryCAS, run: runMemoryCAS},
+	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameDurableCASConcurrent, run: runDurableCASConcurrent},
 	{name: harness.NameRawGroup, run: runRawGroup},
 	{name: sqlitepeer.NameCAS, run: runSQLiteCAS},

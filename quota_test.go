@@ -1,0 +1,204 @@
+package statestore_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/testdoc"
+	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/schema"
+)
+
+const specDocBytes = 2193
+
+// fillStore writes n distinct 2,193-byte documents across namespaces of at
+// most perNS entries, from several goroutines so group commit batches them.
+func fillStore(t *testing.T, f *fixture, n, perNS int) {
+	t.Helper()
+	const workers = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				ns := fmt.Sprintf("group/q%03d", i/perNS)
+				req := statestore.PutRequest{Namespace: ns, Key: fmt.Sprintf("k%05d", i), Schema: schema.MediaIntentV1, Document: testdoc.MediaIntent(specDocBytes, i)}
+				if _, err := f.s.Put(ctx, admin, req); err != nil {
+					errs <- fmt.Errorf("document %d: %w", i, err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestQuotaWorkload is the specification's quota workload: 2,193-byte
+// documents until the byte ceiling rejects the next one without changing
+// retained state; reopen; a delete lets a new write in.
+func TestQuotaWorkload(t *testing.T) {
+	tests := []struct {
+		name    string
+		docs    int
+		ceiling int64
+	}{
+		{"reduced", 200, 200*specDocBytes + 871},
+		{"full size", 30601, 67_108_864},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.docs > 1000 && testing.Short() {
+				t.Skip("full-size quota workload skipped in -short mode")
+			}
+			f := newFixture(t, func(o *statestore.Options) {
+				o.Limits.MaxTotalBytes = tc.ceiling
+				o.NoSync = tc.docs > 1000 // the bound is under test here, not the disk
+			})
+			fillStore(t, f, tc.docs, 1024)
+			entries, bytes, _ := f.s.Usage()
+			if entries != tc.docs || bytes != int64(tc.docs*specDocBytes) {
+				t.Fatalf("usage %d entries / %d bytes, want %d / %d", entries, bytes, tc.docs, tc.docs*specDocBytes)
+			}
+			if tc.docs == 30601 && bytes != 67_107_993 {
+				t.Fatalf("full store holds %d bytes, the specification's workload holds 67,107,993", bytes)
+			}
+			lastNS := fmt.Sprintf("group/q%03d", (tc.docs-1)/1024) // has room for entries, not bytes
+			next := statestore.PutRequest{Namespace: lastNS, Key: "one-too-many", Schema: schema.MediaIntentV1, Document: testdoc.MediaIntent(specDocBytes, -1)}
+			revBefore := f.s.Namespace(lastNS)
+			_, err := f.s.Put(ctx, admin, next)
+			se := wantCode(t, err, statestore.QuotaExceeded, quota.BoundTotalBytes)
+			if !strings.Contains(se.Error(), fmt.Sprint(tc.ceiling)) {
+				t.Fatalf("message %q does not name the %d-byte ceiling", se, tc.ceiling)
+			}
+			if e2, b2, _ := f.s.Usage(); e2 != entries || b2 != bytes || f.s.Namespace(lastNS) != revBefore {
+				t.Fatal("the rejected write changed retained state")
+			}
+			f.reopen()
+			if e2, b2, _ := f.s.Usage(); e2 != entries || b2 != bytes {
+				t.Fatalf("after reopen: %d entries / %d bytes", e2, b2)
+			}
+			_, err = f.s.Put(ctx, admin, next)
+			wantCode(t, err, statestore.QuotaExceeded, quota.BoundTotalBytes)
+			if _, err := f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: "group/q000", Key: "k00000"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.s.Put(ctx, admin, next); err != nil {
+				t.Fatalf("write after a delete freed space: %v", err)
+			}
+		})
+	}
+}
+
+func TestQuotaEntriesPerNamespace(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxEntriesPerNamespace = 5 })
+	for i := 0; i < 5; i++ {
+		f.mustPut(alice, "user/alice", fmt.Sprintf("k%d", i), docN(i))
+	}
+	_, err := f.put(alice, "user/alice", "k5", docN(5), statestore.Expect{})
+	se := wantCode(t, err, statestore.QuotaExceeded, quota.BoundEntriesPerNamespace)
+	if !strings.Contains(se.Error(), "limit 5") || !strings.Contains(se.Error(), "user/alice") {
+		t.Fatalf("message %q does not name the bound, value and namespace", se)
+	}
+	// Replacing an existing key adds no entry; another namespace is unaffected.
+	f.mustPut(alice, "user/alice", "k0", docN(9))
+	f.mustPut(bob, "user/bob", "k0", docN(9))
+	if n := f.s.Namespace("user/alice").Entries; n != 5 {
+		t.Fatalf("%d entries, want 5", n)
+	}
+}
+
+func TestQuotaEntriesPerNamespaceDefault(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.NoSync = true })
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < 1024; i += 8 {
+				if _, err := f.put(alice, "user/alice", fmt.Sprintf("k%04d", i), docN(i), statestore.Expect{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	_, err := f.put(alice, "user/alice", "k1024", docN(1), statestore.Expect{})
+	wantCode(t, err, statestore.QuotaExceeded, quota.BoundEntriesPerNamespace)
+}
+
+func TestQuotaNamespaceCount(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxNamespaces = 3 })
+	for _, ns := range []string{"group/a", "group/b", "group/c"} {
+		f.mustPut(admin, ns, "k", docN(1))
+	}
+	_, err := f.put(admin, "group/d", "k", docN(1), statestore.Expect{})
+	se := wantCode(t, err, statestore.QuotaExceeded, quota.BoundNamespaces)
+	if !strings.Contains(se.Error(), "limit 3") {
+		t.Fatalf("message %q does not name the limit", se)
+	}
+	f.mustPut(admin, "group/a", "k2", docN(2)) // an existing namespace still takes entries
+	// Emptying a namespace frees its slot (its revision counter lives on).
+	f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: "group/b", Key: "k"})
+	f.mustPut(admin, "group/d", "k", docN(1))
+	if f.s.Namespace("group/b").Revision != 2 {
+		t.Fatal("emptied namespace lost its revision counter")
+	}
+}
+
+// TestScenario7Rejections: values over the bounds, disallowed schemas and
+// forbidden content are rejected with the right code, naming the field.
+func TestScenario7Rejections(t *testing.T) {
+	f := newFixture(t)
+	big := `{"role":"subscribe","desired":true,"source_id":"cam","media_kind":"video","parameters":{"transcoder.note":"` + strings.Repeat("word ", 3400) + `"}}`
+	jpeg := "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAAMCAgMCAgMDAwMEAwMEBQgFBQQEBQoHBwYIDAoMDAsKCwsNDhIQDQ4RDgsLEBYQERMUFRUVDA8XGBYUGBIUFRT/2wBDAQMEBAUEBQkFBQkUDQsNFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBT/wAARCAABAAEDASIAAhEBAxEB"
+	const pub = `"role":"publish","desired":true,"source_id":"front-door","media_kind":"video"`
+	tests := []struct {
+		name   string
+		schema string
+		doc    string
+		code   statestore.Code
+		field  string
+	}{
+		{"document over 16 KiB", schema.MediaIntentV1, big, statestore.ValueTooLarge, "document"},
+		{"unregistered schema", "keeppeek.cookies.v1", `{}`, statestore.SchemaInvalid, "schema"},
+		{"not JSON", schema.MediaIntentV1, `role=publish`, statestore.SchemaInvalid, "$"},
+		{"array document", schema.MediaIntentV1, `[1,2]`, statestore.SchemaInvalid, "$"},
+		{"missing role", schema.MediaIntentV1, `{"desired":true,"source_id":"a","media_kind":"video"}`, statestore.SchemaInvalid, "$.role"},
+		{"missing desired", schema.MediaIntentV1, `{"role":"subscribe","source_id":"a","media_kind":"video"}`, statestore.SchemaInvalid, "$.desired"},
+		{"missing source_id", schema.MediaIntentV1, `{"role":"subscribe","desired":true,"media_kind":"video"}`, statestore.SchemaInvalid, "$.source_id"},
+		{"missing media_kind", schema.MediaIntentV1, `{"role":"subscribe","desired":true,"source_id":"a"}`, statestore.SchemaInvalid, "$.media_kind"},
+		{"publish without recording_mode", schema.MediaIntentV1, `{` + pub + `}`, statestore.SchemaInvalid, "$.recording_mode"},
+		{"unknown recording_mode", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"sometimes"}`, statestore.SchemaInvalid, "$.recording_mode"},
+		{"source-session ID", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","source_session_id":"s-8812"}`, statestore.SchemaInvalid, "$.source_session_id"},
+		{"RTP MID", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","rtp_mid":"0"}`, statestore.SchemaInvalid, "$.rtp_mid"},
+		{"password field", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"camera.password":"hunter2"}}`, statestore.SchemaInvalid, "$.parameters[\"camera.password\"]"},
+		{"cookie", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"web.cookie":"sid=abc"}}`, statestore.SchemaInvalid, "$.parameters[\"web.cookie\"]"},
+		{"PEM block", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"tls.cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"}}`, statestore.SchemaInvalid, "$.parameters[\"tls.cert\"]"},
+		{"raw SDP", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"webrtc.offer":"v=0\r\no=- 46117 2 IN IP4 127.0.0.1\r\ns=-\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:0\r\n"}}`, statestore.SchemaInvalid, "$.parameters[\"webrtc.offer\"]"},
+		{"base64 JPEG", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"ui.thumbnail":"` + jpeg + `"}}`, statestore.SchemaInvalid, "$.parameters[\"ui.thumbnail\"]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.s.Put(ctx, admin, statestore.PutRequest{Namespace: "service/s1", Key: "intent", Schema: tc.schema, Document: []byte(tc.doc)})
+			se := wantCode(t, err, tc.code, tc.field)
+			if !strings.Contains(se.Error(), tc.field) {
+				t.Fatalf("message %q does not name %q", se, tc.field)
+			}
+		})
+	}
+	if n, _, _ := f.s.Usage(); n != 0 {
+		t.Fatalf("%d rejected documents were stored", n)
+	}
+	// The specification's own example is accepted.
+	f.mustPut(admin, "service/s1", "intent", intentDoc(t))
+}
