@@ -2,6 +2,7 @@ package statestore_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/keeppeek/statestore"
@@ -33,4 +34,35 @@ func BenchmarkCASNoSync(b *testing.B) {
 		}
 		revs[o] = e.Revision
 	}
+}
+
+// BenchmarkCASConcurrent127 is 127 writers compare-and-setting their own
+// keys through group commit, durable: the commit path's throughput.
+func BenchmarkCASConcurrent127(b *testing.B) {
+	f := newFixture(b)
+	const writers = 127
+	docs := make([][]byte, writers)
+	for i := range docs {
+		docs[i] = testdoc.MediaIntent(2193, i)
+	}
+	b.SetParallelism((writers + 1) / 2) // GOMAXPROCS=2 in this sandbox
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		w := int(next.Add(1) - 1)
+		p := statestore.Principal{ID: fmt.Sprintf("owner-%03d", w)}
+		var rev uint64
+		for pb.Next() {
+			x := statestore.CreateOnly
+			if rev != 0 {
+				x = statestore.IfRevision(rev)
+			}
+			e, err := f.put(p, "user/"+p.ID, "intent", docs[w%writers], x)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rev = e.Revision
+		}
+	})
+	st := f.s.JournalStats()
+	b.ReportMetric(float64(st.Records)/float64(max(st.Appends, 1)), "records/batch")
 }

@@ -211,10 +211,17 @@ func (s *Store) commitBatch(b *batch) error {
 	if len(b.recs) == 0 {
 		return nil
 	}
-	if _, err := s.jnl.Append(b.recs); err != nil {
+	first, err := s.jnl.Append(b.recs)
+	if err != nil {
 		return &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
 	}
+	s.pubMu.Lock()
 	s.view.Store(b.view)
+	s.index = first + uint64(len(b.recs)) - 1
+	s.pubMu.Unlock()
+	if s.quit != nil {
+		s.maybeCheckpoint()
+	}
 	if b.leases {
 		select {
 		case s.leasesChanged <- struct{}{}:

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/schema"
 )
 
@@ -23,7 +26,20 @@ import (
 const (
 	envCrashWriter = "KP_TEST_CRASH_WRITER"
 	envFsizeChild  = "KP_TEST_FSIZE_CHILD"
+	envCrashCkpt   = "KP_TEST_CRASH_CHECKPOINT_BYTES"
 )
+
+// crashOptions are the options of the crash writer and of the reopen that
+// verifies it; a small checkpoint threshold (from the environment) makes
+// checkpoint writing and journal truncation happen all the time, so kills
+// land inside them.
+func crashOptions(dir string) statestore.Options {
+	o := statestore.Options{Dir: dir, SegmentSize: 64 << 10}
+	if v, err := strconv.ParseInt(os.Getenv(envCrashCkpt), 10, 64); err == nil {
+		o.CheckpointBytes, o.SegmentSize = v, int(v)
+	}
+	return o
+}
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envCrashWriter); dir != "" {
@@ -39,7 +55,7 @@ const crashNS = "group/crash"
 // each acknowledged mutation as "P key rev" or "D key rev" only after the
 // store returned success. The parent SIGKILLs it.
 func crashWriter(dir string) {
-	s, err := statestore.Open(statestore.Options{Dir: dir, SegmentSize: 64 << 10})
+	s, err := statestore.Open(crashOptions(dir))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(3)
@@ -93,6 +109,19 @@ type ackedOp struct {
 // acknowledged write is present or superseded by a later one, and
 // revisions never go backwards.
 func TestCrashKillNoAcknowledgedWriteLost(t *testing.T) {
+	crashKillLoop(t, "")
+}
+
+// TestCrashKillDuringCheckpoints is the same with a checkpoint and a
+// journal truncation every few kilobytes.
+func TestCrashKillDuringCheckpoints(t *testing.T) {
+	crashKillLoop(t, "12000")
+}
+
+func crashKillLoop(t *testing.T, ckptBytes string) {
+	if ckptBytes != "" {
+		t.Setenv(envCrashCkpt, ckptBytes)
+	}
 	iterations := 25
 	if testing.Short() {
 		iterations = 5
@@ -166,11 +195,18 @@ func TestCrashKillNoAcknowledgedWriteLost(t *testing.T) {
 	if maxAcked == 0 {
 		t.Fatal("no write was ever acknowledged")
 	}
+	if ckptBytes != "" {
+		files, _ := checkpoint.List(filepath.Join(dir, statestore.StoreDirName))
+		segs, _ := journal.ListSegments(filepath.Join(dir, statestore.StoreDirName, "journal"))
+		if len(files) == 0 || len(segs) == 0 || segs[0].Start == 1 {
+			t.Fatalf("no checkpoint or truncation happened (%d checkpoints, journal %v): the kills never landed in them", len(files), segs)
+		}
+	}
 }
 
 func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp, maxAcked uint64) uint64 {
 	t.Helper()
-	s, err := statestore.Open(statestore.Options{Dir: dir, SegmentSize: 64 << 10})
+	s, err := statestore.Open(crashOptions(dir))
 	if err != nil {
 		t.Fatalf("iteration %d: reopen after SIGKILL: %v", it, err)
 	}

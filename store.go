@@ -48,6 +48,10 @@ type Options struct {
 	// Logger receives reports such as a torn journal tail cut at open; nil
 	// discards them.
 	Logger *slog.Logger
+	// CheckpointBytes is the journal growth (in bytes) after which a
+	// checkpoint is written in the background; 0 means
+	// DefaultCheckpointBytes, negative disables automatic checkpoints.
+	CheckpointBytes int64
 }
 
 // Store is an open state store. All methods are safe for concurrent use.
@@ -64,6 +68,16 @@ type Store struct {
 	// view is the last published state: never mutated after publication,
 	// read without locks.
 	view atomic.Pointer[materialize.View]
+	// pubMu is the commit-order lock: held while a batch's view is
+	// published (and its watch updates queued), and by anything that must
+	// see the view and its journal index as one point in the commit order.
+	pubMu sync.Mutex
+	index uint64 // journal index the published view reflects (under pubMu)
+
+	ckptMu      sync.Mutex    // one checkpoint writer at a time
+	ckptRunning atomic.Bool   // a background checkpoint is in flight
+	ckptMark    atomic.Uint64 // journal Stats().Bytes at the last checkpoint
+	ckptWG      sync.WaitGroup
 
 	// mu guards the commit queue and leadership (see submit).
 	mu     sync.Mutex
@@ -87,6 +101,8 @@ type OpenReport struct {
 	Replayed int
 	// Expired is how many overdue leases were purged before serving.
 	Expired int
+	// Checkpoint says which image replay started from.
+	Checkpoint CheckpointReport
 }
 
 // Open opens the store in opts.Dir/state-store, creating it if needed. It
@@ -109,7 +125,7 @@ func Open(opts Options) (*Store, error) {
 		s.clock = clock.Real{}
 	}
 	if s.schemas == nil {
-		s.schemas = schema.NewRegistry()
+		s.schemas = defaultRegistry()
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -155,12 +171,19 @@ func (s *Store) open() error {
 		s.openReport.TailCut = cut
 		s.log.Warn("state store: " + cut.String())
 	}
-	view := materialize.New()
-	from := jnl.FirstIndex()
-	if from > 1 {
-		return &journal.CorruptError{Index: from, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", from)}
+	view, ckptIndex, err := s.loadCheckpoint()
+	if err != nil {
+		return err
 	}
-	err = jnl.Replay(from, func(idx uint64, rec *journal.Record) error {
+	if s.openReport.Checkpoint.Path != "" {
+		err = checkJournalCovers(jnl, ckptIndex, s.openReport.Checkpoint.Path)
+	} else if from := jnl.FirstIndex(); from > 1 {
+		err = &journal.CorruptError{Index: from, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", from)}
+	}
+	if err != nil {
+		return err
+	}
+	err = jnl.Replay(ckptIndex+1, func(idx uint64, rec *journal.Record) error {
 		if err := s.validateRecord(view, rec); err != nil {
 			return err
 		}
@@ -172,6 +195,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.view.Store(view)
+	s.index = jnl.LastIndex()
 	// Purge overdue leases before anything is served, exactly as if they
 	// had lapsed while running.
 	b := s.newBatch()
@@ -223,6 +247,12 @@ func (s *Store) usage(v *materialize.View, namespace string) quota.Usage {
 	return quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(namespace).Entries, TotalBytes: bytes}
 }
 
+func defaultRegistry() *schema.Registry { return schema.NewRegistry() }
+
+// onRestored is called, under the commit-order lock, when a restore
+// replaced the state; the watch registry closes every watch there.
+func (s *Store) onRestored() {}
+
 // OpenReport tells what Open did besides replaying.
 func (s *Store) OpenReport() OpenReport { return s.openReport }
 
@@ -241,9 +271,14 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.expiryDone
+	s.ckptWG.Wait()
 	err := s.jnl.Close()
 	return errors.Join(err, s.lock.Release())
 }
+
+// JournalStats returns the journal's counters: batches (one fsync each),
+// records and bytes since Open.
+func (s *Store) JournalStats() journal.Stats { return s.jnl.Stats() }
 
 // Limits returns the bounds in force.
 func (s *Store) Limits() quota.Limits { return s.limits }

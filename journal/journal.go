@@ -36,17 +36,35 @@ type Options struct {
 // records with dense indexes starting at 1. It is safe for concurrent use,
 // though the store drives appends from one goroutine.
 type Journal struct {
-	mu        sync.Mutex
-	dir       string
-	opts      Options
-	log       *wal.Log
-	first     uint64 // first index still on disk (last+1 when empty)
-	last      uint64 // last acknowledged index (0 when none ever)
-	tailBytes int64  // size of the tail segment, to predict tidwall/wal's segment cycling
-	broken    error  // set by a failed write; cleared by a successful recovery
-	closed    bool
-	batch     wal.Batch
-	buf       []byte
+	mu         sync.Mutex
+	dir        string
+	opts       Options
+	log        *wal.Log
+	first      uint64 // first index still on disk (last+1 when empty)
+	last       uint64 // last acknowledged index (0 when none ever)
+	tailBytes  int64  // size of the tail segment, to predict tidwall/wal's segment cycling
+	broken     error  // set by a failed write; cleared by a successful recovery
+	closed     bool
+	batch      wal.Batch
+	buf        []byte
+	stats      Stats
+	batchBytes int
+}
+
+// Stats count what the journal has done since Open, for benchmarks and
+// operators (the mean batch size is Records/Appends).
+type Stats struct {
+	Appends  uint64 // successful batches, each one fsync
+	Records  uint64 // records in them
+	Bytes    uint64 // frame bytes in them
+	Failures uint64 // failed batches
+}
+
+// Stats returns the journal's counters.
+func (j *Journal) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats
 }
 
 // Open opens (creating if needed) the journal in dir. It finishes any
@@ -294,6 +312,7 @@ func (j *Journal) Append(recs []*Record) (uint64, error) {
 		}
 	}
 	j.batch.Clear()
+	j.batchBytes = 0
 	tail := j.tailBytes
 	cycled := false
 	seg := int64(j.opts.SegmentSize)
@@ -307,6 +326,7 @@ func (j *Journal) Append(recs []*Record) (uint64, error) {
 			return 0, err
 		}
 		j.batch.Write(first+uint64(i), j.buf)
+		j.batchBytes += len(j.buf)
 		tail += int64(uvarintLen(uint64(len(j.buf))) + len(j.buf))
 		if tail >= seg {
 			cycled, tail = true, 0
@@ -317,6 +337,7 @@ func (j *Journal) Append(recs []*Record) (uint64, error) {
 		err = disk.SyncDir(j.dir)
 	}
 	if err != nil {
+		j.stats.Failures++
 		j.broken = err
 		// Try to recover right away so the next batch needs no extra work;
 		// if that fails too, the next Append tries again.
@@ -326,6 +347,9 @@ func (j *Journal) Append(recs []*Record) (uint64, error) {
 		return 0, &StorageError{Op: "append", Index: first, Err: err}
 	}
 	j.last += uint64(len(recs))
+	j.stats.Appends++
+	j.stats.Records += uint64(len(recs))
+	j.stats.Bytes += uint64(j.batchBytes)
 	j.tailBytes = tail
 	return first, nil
 }
@@ -552,4 +576,38 @@ func (j *Journal) Close() error {
 	err := j.log.Close()
 	j.log = nil
 	return err
+}
+
+// CreateEmpty makes dir an empty journal whose first record will get index
+// next, as a store restored from a checkpoint at index next-1 needs. dir
+// must not hold segments already.
+func CreateEmpty(dir string, next uint64) error {
+	if next == 0 {
+		next = 1
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &StorageError{Op: "create journal", Err: err}
+	}
+	if segs, err := ListSegments(dir); err != nil {
+		return &StorageError{Op: "create journal", Err: err}
+	} else if len(segs) > 0 {
+		return &StorageError{Op: "create journal", Err: fmt.Errorf("%s already holds %d segments", dir, len(segs))}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, segmentName(next)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err == nil {
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = disk.SyncDir(dir)
+	}
+	if err == nil {
+		err = disk.SyncDir(filepath.Dir(dir))
+	}
+	if err != nil {
+		return &StorageError{Op: "create journal", Err: err}
+	}
+	return nil
 }

@@ -21,6 +21,20 @@ type Validator interface {
 	Validate(doc map[string]any) error
 }
 
+// RawValidator is an optional fast path a [Validator] may implement. Before
+// decoding anything, [Registry.Validate] calls AcceptRaw with the raw
+// document; true ends validation with acceptance, false runs the full path
+// (decoding, [Guard], Validate) as if there were no fast path.
+//
+// So AcceptRaw answers "accepted" or "not sure", never "rejected": it may
+// return true only for a document the full path accepts, whatever the
+// bytes, and it may return false for any document at all. Error messages
+// come from the full path alone. Like Validate, AcceptRaw is called from
+// many goroutines at once and must not keep doc.
+type RawValidator interface {
+	AcceptRaw(doc []byte) bool
+}
+
 // Registry maps allowed schema names to validators. A name that is not
 // registered is refused, so clients cannot invent schemas that escape
 // validation. Safe for concurrent use; the zero value is an empty registry
@@ -72,10 +86,12 @@ func (r *Registry) Names() []string {
 }
 
 // Validate accepts doc only if it may be stored under schema name; see the
-// package comment for what acceptance guarantees. Checks run cheapest and
-// most general first: schema name, JSON syntax and shape, [Guard], then the
-// schema's validator. Every error is an [*Error] matching [ErrInvalid]; an
-// unregistered name also matches [ErrUnknownSchema].
+// package comment for what acceptance guarantees. A validator that is a
+// [RawValidator] gets the first look; a document it does not accept, and
+// every document of other validators, takes the full path: JSON syntax and
+// shape, [Guard], then the schema's validator. Every error is an [*Error]
+// matching [ErrInvalid]; an unregistered name also matches
+// [ErrUnknownSchema].
 func (r *Registry) Validate(name string, doc []byte) error {
 	r.mu.RLock()
 	v, ok := r.validators[name]
@@ -88,6 +104,15 @@ func (r *Registry) Validate(name string, doc []byte) error {
 		}
 		return &Error{Schema: name, Path: "schema", Reason: "not registered", Err: ErrUnknownSchema}
 	}
+	if rv, ok := v.(RawValidator); ok && rv.AcceptRaw(doc) {
+		return nil
+	}
+	return validateFull(name, v, doc)
+}
+
+// validateFull is the full path of [Registry.Validate], the one source of
+// its verdicts' reasons and the oracle any fast path is tested against.
+func validateFull(name string, v Validator, doc []byte) error {
 	obj, err := decodeObject(doc)
 	if err != nil {
 		err.Schema = name

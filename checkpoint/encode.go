@@ -1,0 +1,222 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/klauspost/compress/zstd"
+)
+
+// encoderWindow is the zstd window the encoder uses. Documents are small
+// and alike, so almost all the redundancy is within a few hundred KiB; a
+// window larger than this buys little ratio for a lot of encoder memory.
+// The decoder refuses frames declaring a larger window (maxWindow).
+const encoderWindow = 1 << 20
+
+// encoders holds zstd encoders for reuse: building one allocates its match
+// tables and history, which costs more than encoding a small view.
+var encoders = sync.Pool{New: func() any {
+	enc, err := zstd.NewWriter(nil,
+		// Fastest: a checkpoint is taken while the store serves, and
+		// decode speed, which bounds open time, barely depends on level.
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithWindowSize(encoderWindow),
+		// Fixed options, so the output depends only on the input: encoding
+		// the same view twice yields identical bytes on any machine. One
+		// goroutine: a checkpoint runs beside a serving store, and on a
+		// small machine parallel compression would take the cores the
+		// commit path needs (measured: no gain with another load running).
+		zstd.WithEncoderConcurrency(1),
+		// The content checksum covers the decompressed body, which the
+		// trailer CRC (over the compressed bytes) cannot.
+		zstd.WithEncoderCRC(true),
+		// Always a whole frame, even for an empty view.
+		zstd.WithZeroFrames(true),
+	)
+	if err != nil {
+		panic("checkpoint: zstd encoder options: " + err.Error())
+	}
+	return enc
+}}
+
+// compBufs holds buffers for the compressed body, which Encode must hold
+// whole because the header (written first) carries its length.
+var compBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// scratchSize is how much record metadata Encode gathers before handing it
+// to the encoder, so the encoder sees few large writes, not many tiny ones.
+const scratchSize = 64 << 10
+
+// Encode writes the image of v at journal index index, taken at timeMs, to
+// w: header, zstd-compressed body, trailer CRC. It takes no lock: v must be
+// an immutable snapshot (a published view or a clone nobody mutates), which
+// is what lets the store checkpoint while it keeps serving.
+//
+// Encode refuses (writing nothing) a view it could not encode faithfully or
+// that Decode would reject: a string or count too long for its field, a
+// namespace with revision 0, counters that disagree with the entries. Such
+// an image would let the journal drop records that no checkpoint holds.
+func Encode(w io.Writer, v *materialize.View, index uint64, timeMs int64) (Header, error) {
+	type nsRec struct {
+		name string
+		materialize.Namespace
+		gotEntries int
+		gotBytes   int64
+	}
+	var nss []nsRec
+	var nsErr error
+	v.Namespaces(func(name string, n materialize.Namespace) bool {
+		switch {
+		case len(name) > math.MaxUint16:
+			nsErr = fmt.Errorf("checkpoint: encode: namespace %.40q... is %d bytes, the format holds at most %d", name, len(name), math.MaxUint16)
+		case n.Revision == 0:
+			nsErr = fmt.Errorf("checkpoint: encode: namespace %q has revision 0", name)
+		case n.Entries < 0 || uint64(n.Entries) > math.MaxUint32 || n.Bytes < 0:
+			nsErr = fmt.Errorf("checkpoint: encode: namespace %q counts %d entries and %d bytes", name, n.Entries, n.Bytes)
+		}
+		nss = append(nss, nsRec{name: name, Namespace: n})
+		return nsErr == nil
+	})
+	if nsErr != nil {
+		return Header{}, nsErr
+	}
+	entries, totalBytes, _ := v.Totals()
+	if uint64(len(nss)) > math.MaxUint32 || entries < 0 || uint64(entries) > math.MaxUint32 || totalBytes < 0 {
+		return Header{}, fmt.Errorf("checkpoint: encode: %d namespaces, %d entries and %d bytes do not fit the format", len(nss), entries, totalBytes)
+	}
+	h := fileHeader{Header: Header{Version: FormatVersion, Index: index, TimeMs: timeMs,
+		Namespaces: uint32(len(nss)), Entries: uint32(entries), Bytes: uint64(totalBytes)}}
+
+	comp := compBufs.Get().(*bytes.Buffer)
+	comp.Reset()
+	defer compBufs.Put(comp)
+	enc := encoders.Get().(*zstd.Encoder)
+	enc.Reset(comp)
+	// An encoder left mid-stream after an error is not reusable as is;
+	// Reset(nil) on every exit also drops its reference to comp.
+	defer func() { enc.Reset(nil); encoders.Put(enc) }()
+
+	scratch := make([]byte, 0, scratchSize)
+	var raw uint64
+	write := func(p []byte) error {
+		raw += uint64(len(p))
+		_, err := enc.Write(p)
+		return err
+	}
+	for _, n := range nss {
+		scratch = binary.LittleEndian.AppendUint16(scratch, uint16(len(n.name)))
+		scratch = append(scratch, n.name...)
+		scratch = binary.LittleEndian.AppendUint64(scratch, n.Revision)
+		scratch = binary.LittleEndian.AppendUint32(scratch, uint32(n.Entries))
+		scratch = binary.LittleEndian.AppendUint64(scratch, uint64(n.Bytes))
+		if len(scratch) >= scratchSize/2 {
+			if err := write(scratch); err != nil {
+				return Header{}, err
+			}
+			scratch = scratch[:0]
+		}
+	}
+
+	// Entries come in (namespace, key) order, and so do the namespace
+	// records, so one cursor pairs each entry with its namespace's counters.
+	var (
+		cur      = -1
+		count    int
+		bytesSum int64
+		encErr   error
+	)
+	v.All(func(e *materialize.Entry) bool {
+		for cur < len(nss) && (cur < 0 || nss[cur].name < e.Namespace) {
+			cur++
+		}
+		if cur >= len(nss) || nss[cur].name != e.Namespace {
+			encErr = fmt.Errorf("checkpoint: encode: entry %q in namespace %q, which has no revision counter", e.Key, e.Namespace)
+			return false
+		}
+		ns := &nss[cur]
+		switch {
+		case len(e.Namespace) > math.MaxUint16 || len(e.Key) > math.MaxUint16 || len(e.Schema) > math.MaxUint16 || len(e.Owner) > math.MaxUint16:
+			encErr = fmt.Errorf("checkpoint: encode: entry %q in namespace %q has a string field over %d bytes", e.Key, e.Namespace, math.MaxUint16)
+		case uint64(len(e.Document)) > math.MaxUint32:
+			encErr = fmt.Errorf("checkpoint: encode: entry %q in namespace %q has a %d-byte document, the format holds at most %d", e.Key, e.Namespace, len(e.Document), uint32(math.MaxUint32))
+		case e.Revision == 0 || e.Revision > ns.Revision:
+			encErr = fmt.Errorf("checkpoint: encode: entry %q in namespace %q has revision %d outside 1..%d", e.Key, e.Namespace, e.Revision, ns.Revision)
+		}
+		if encErr != nil {
+			return false
+		}
+		ns.gotEntries++
+		ns.gotBytes += int64(len(e.Document))
+		count++
+		bytesSum += int64(len(e.Document))
+
+		if len(scratch) >= scratchSize/2 {
+			if encErr = write(scratch); encErr != nil {
+				return false
+			}
+			scratch = scratch[:0]
+		}
+
+		scratch = binary.LittleEndian.AppendUint16(scratch, uint16(len(e.Namespace)))
+		scratch = binary.LittleEndian.AppendUint16(scratch, uint16(len(e.Key)))
+		scratch = binary.LittleEndian.AppendUint16(scratch, uint16(len(e.Schema)))
+		scratch = binary.LittleEndian.AppendUint16(scratch, uint16(len(e.Owner)))
+		scratch = binary.LittleEndian.AppendUint64(scratch, e.Revision)
+		scratch = binary.LittleEndian.AppendUint64(scratch, uint64(e.CreatedMs))
+		scratch = binary.LittleEndian.AppendUint64(scratch, uint64(e.UpdatedMs))
+		scratch = binary.LittleEndian.AppendUint64(scratch, uint64(e.ExpiresMs))
+		scratch = binary.LittleEndian.AppendUint32(scratch, uint32(len(e.Document)))
+		scratch = append(scratch, e.Namespace...)
+		scratch = append(scratch, e.Key...)
+		scratch = append(scratch, e.Schema...)
+		scratch = append(scratch, e.Owner...)
+		// Small documents ride along in scratch; a large one goes straight
+		// to the encoder rather than being copied once more.
+		if len(scratch)+len(e.Document) <= scratchSize {
+			scratch = append(scratch, e.Document...)
+			return true
+		}
+		if encErr = write(scratch); encErr == nil {
+			encErr = write(e.Document)
+		}
+		scratch = scratch[:0]
+		return encErr == nil
+	})
+	if encErr != nil {
+		return Header{}, encErr
+	}
+	if err := write(scratch); err != nil {
+		return Header{}, err
+	}
+	if err := enc.Close(); err != nil {
+		return Header{}, fmt.Errorf("checkpoint: encode: zstd: %w", err)
+	}
+
+	if count != entries || bytesSum != totalBytes {
+		return Header{}, fmt.Errorf("checkpoint: encode: view totals say %d entries / %d bytes, its entries hold %d / %d", entries, totalBytes, count, bytesSum)
+	}
+	for _, n := range nss {
+		if n.gotEntries != n.Entries || n.gotBytes != n.Bytes {
+			return Header{}, fmt.Errorf("checkpoint: encode: namespace %q counts %d entries / %d bytes, its entries hold %d / %d", n.name, n.Entries, n.Bytes, n.gotEntries, n.gotBytes)
+		}
+	}
+	h.rawLen = raw
+	h.compLen = uint64(comp.Len())
+
+	var head [headerSize]byte
+	var tail [trailerSize]byte
+	appendHeader(head[:0], &h)
+	binary.LittleEndian.PutUint32(tail[:], crc32.Checksum(comp.Bytes(), castagnoli))
+	for _, p := range [][]byte{head[:], comp.Bytes(), tail[:]} {
+		if _, err := w.Write(p); err != nil {
+			return Header{}, fmt.Errorf("checkpoint: write image: %w", err)
+		}
+	}
+	return h.Header, nil
+}

@@ -1,0 +1,226 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+)
+
+// Checkpoints bound replay and disk use. The store writes one, from a
+// published (immutable) view, whenever the journal has grown by
+// Options.CheckpointBytes (or by half the live value bytes, if larger) since
+// the last one; writers never wait for it. It keeps the newest two images
+// and truncates the journal only up to the older one, so a damaged newest
+// image falls back to the older image plus the journal.
+
+// DefaultCheckpointBytes is the journal growth that triggers a checkpoint.
+const DefaultCheckpointBytes = 1 << 20
+
+// keepCheckpoints is how many images stay on disk.
+const keepCheckpoints = 2
+
+// maxNamespaceRecords bounds the namespace counter records an image may
+// hold: emptied namespaces keep their counters, so this is larger than the
+// live-namespace quota.
+const maxNamespaceRecords = 1 << 20
+
+func (s *Store) checkpointLimits() checkpoint.Limits {
+	jl := s.journalLimits()
+	return checkpoint.Limits{
+		MaxNamespaces: maxNamespaceRecords,
+		MaxEntries:    s.limits.MaxNamespaces * s.limits.MaxEntriesPerNamespace,
+		MaxTotalBytes: s.limits.MaxTotalBytes,
+		MaxNamespace:  jl.MaxNamespace, MaxKey: jl.MaxKey, MaxSchema: jl.MaxSchema,
+		MaxOwner: jl.MaxOwner, MaxDocument: jl.MaxDocument,
+	}
+}
+
+// CheckpointReport says which image Open started from.
+type CheckpointReport struct {
+	Path  string // "" when no image was used
+	Index uint64
+	// Skipped lists newer images that failed to load, with why.
+	Skipped []error
+}
+
+// loadCheckpoint loads the newest image that decodes, falling back to older
+// ones. It fails only if images exist and none loads.
+func (s *Store) loadCheckpoint() (*materialize.View, uint64, error) {
+	files, err := checkpoint.List(s.root)
+	if err != nil {
+		return nil, 0, err
+	}
+	rep := &s.openReport.Checkpoint
+	for i := len(files) - 1; i >= 0; i-- {
+		f := files[i]
+		hdr, v, err := checkpoint.ReadFile(f.Path, s.checkpointLimits())
+		if err == nil && hdr.Index != f.Index {
+			err = fmt.Errorf("checkpoint %s: header index %d disagrees with its name", f.Path, hdr.Index)
+		}
+		if err == nil {
+			err = s.checkViewBounds(v)
+		}
+		if err != nil {
+			rep.Skipped = append(rep.Skipped, err)
+			s.log.Warn("state store: skipping checkpoint", "path", f.Path, "err", err)
+			continue
+		}
+		rep.Path, rep.Index = f.Path, f.Index
+		return v, f.Index, nil
+	}
+	if len(files) > 0 {
+		return nil, 0, fmt.Errorf("no checkpoint loads: %w", errors.Join(rep.Skipped...))
+	}
+	return materialize.New(), 0, nil
+}
+
+// checkViewBounds applies the live quotas to a loaded image, which the
+// checkpoint decoder bounds only coarsely.
+func (s *Store) checkViewBounds(v *materialize.View) error {
+	_, bytes, nss := v.Totals()
+	if nss > s.limits.MaxNamespaces {
+		return fmt.Errorf("image holds entries in %d namespaces, over the namespaces limit %d", nss, s.limits.MaxNamespaces)
+	}
+	if bytes > s.limits.MaxTotalBytes {
+		return fmt.Errorf("image holds %d value bytes, over the total value bytes limit %d", bytes, s.limits.MaxTotalBytes)
+	}
+	var err error
+	v.Namespaces(func(name string, n materialize.Namespace) bool {
+		if n.Entries > s.limits.MaxEntriesPerNamespace {
+			err = fmt.Errorf("namespace %q holds %d entries, over the entries per namespace limit %d", name, n.Entries, s.limits.MaxEntriesPerNamespace)
+		}
+		if err == nil {
+			err = checkNamespace(name, s.limits.MaxNamespaceBytes)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	v.All(func(e *Entry) bool {
+		if err = checkKey(e.Key, s.limits.MaxKeyBytes); err == nil && !s.schemas.Has(e.Schema) {
+			err = fmt.Errorf("entry %s/%s has the unregistered schema %q", e.Namespace, e.Key, e.Schema)
+		}
+		if err == nil && e.Owner == "" {
+			err = fmt.Errorf("entry %s/%s has no owner", e.Namespace, e.Key)
+		}
+		return err == nil
+	})
+	return err
+}
+
+// checkJournalCovers refuses a checkpoint the journal cannot continue: the
+// journal must hold every record after the image's index and must not end
+// before it.
+func checkJournalCovers(j *journal.Journal, ckptIndex uint64, ckptPath string) error {
+	first, last := j.FirstIndex(), j.LastIndex()
+	if first > ckptIndex+1 {
+		return &journal.CorruptError{Index: ckptIndex + 1, Reason: fmt.Sprintf("checkpoint %s ends at index %d but the journal starts at %d: records %d..%d are missing", filepath.Base(ckptPath), ckptIndex, first, ckptIndex+1, first-1)}
+	}
+	if last < ckptIndex {
+		return &journal.CorruptError{Index: last + 1, Reason: fmt.Sprintf("checkpoint %s is at index %d but the journal ends at %d", filepath.Base(ckptPath), ckptIndex, last)}
+	}
+	return nil
+}
+
+// snapshot returns the published view with the journal index it reflects.
+func (s *Store) snapshot() (*materialize.View, uint64) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	return s.view.Load(), s.index
+}
+
+// maybeCheckpoint starts a background checkpoint when the journal has grown
+// enough since the last one and none is running.
+func (s *Store) maybeCheckpoint() {
+	if s.opts.CheckpointBytes < 0 {
+		return
+	}
+	threshold := s.opts.CheckpointBytes
+	if threshold == 0 {
+		threshold = DefaultCheckpointBytes
+	}
+	_, live, _ := s.view.Load().Totals()
+	threshold = max(threshold, live/2)
+	if int64(s.jnl.Stats().Bytes-s.ckptMark.Load()) < threshold {
+		return
+	}
+	if !s.ckptRunning.CompareAndSwap(false, true) {
+		return
+	}
+	s.ckptWG.Add(1)
+	go func() {
+		defer s.ckptWG.Done()
+		defer s.ckptRunning.Store(false)
+		if err := s.writeCheckpoint(); err != nil {
+			s.log.Error("state store: checkpoint failed", "err", err)
+		}
+	}()
+}
+
+// Checkpoint writes a checkpoint of the current state now, removes images
+// beyond the newest two and truncates the journal up to the older one.
+func (s *Store) Checkpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	return s.writeCheckpointLocked()
+}
+
+func (s *Store) writeCheckpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	return s.writeCheckpointLocked()
+}
+
+func (s *Store) writeCheckpointLocked() error {
+	mark := s.jnl.Stats().Bytes
+	v, idx := s.snapshot()
+	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(idx)), v, idx, s.clock.Now().UnixMilli()); err != nil {
+		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
+	}
+	s.ckptMark.Store(mark)
+	return s.pruneCheckpoints()
+}
+
+// pruneCheckpoints keeps the newest two images and truncates the journal up
+// to the older of them: the journal must still be able to carry the older
+// image forward if the newer one turns out unreadable.
+func (s *Store) pruneCheckpoints() error {
+	files, err := checkpoint.List(s.root)
+	if err != nil {
+		return err
+	}
+	if len(files) > keepCheckpoints {
+		for _, f := range files[:len(files)-keepCheckpoints] {
+			if err := os.Remove(f.Path); err != nil {
+				return err
+			}
+		}
+		if err := disk.SyncDir(s.root); err != nil {
+			return err
+		}
+		files = files[len(files)-keepCheckpoints:]
+	}
+	if len(files) < keepCheckpoints {
+		return nil
+	}
+	return s.jnl.TruncateFront(files[0].Index + 1)
+}
+
+// Backup writes one file to w: a checkpoint image of the store at one
+// commit point, taken while the store keeps serving reads, writes and
+// watches. Restore or RestoreDir bring it back.
+func (s *Store) Backup(w io.Writer) error {
+	v, idx := s.snapshot()
+	if _, err := checkpoint.Encode(w, v, idx, s.clock.Now().UnixMilli()); err != nil {
+		return &Error{Code: Storage, Field: "backup", Message: err.Error(), Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/quota"
+)
+
+// decodeBackup reads and fully validates a backup before anything changes.
+func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header, error) {
+	hdr, v, err := checkpoint.Decode(r, s.checkpointLimits())
+	if err == nil {
+		err = s.checkViewBounds(v)
+	}
+	if err != nil {
+		return nil, hdr, &Error{Code: InvalidArgument, Field: "backup", Message: err.Error(), Err: err}
+	}
+	return v, hdr, nil
+}
+
+// exclusive runs fn while no batch commits: it takes the commit leadership
+// as submit does, so writes queued meanwhile wait and then proceed.
+func (s *Store) exclusive(fn func() error) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return newErr(Unavailable, "store", "the store is closed")
+	}
+	for s.busy {
+		s.idle.Wait()
+	}
+	s.busy = true
+	s.mu.Unlock()
+	err := fn()
+	s.mu.Lock()
+	if len(s.queue) > 0 {
+		next := s.queue[0]
+		next.lead = true
+		close(next.wake)
+	} else {
+		s.busy = false
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// Restore replaces the open store's state with a backup. The backup is
+// decoded and checked against every bound first; a bad one changes nothing.
+// Namespace revisions, entry revisions and counters come back together in
+// one step, durably (a checkpoint of the restored state at the journal's
+// current index, the journal truncated behind it), before any later call
+// sees them; every existing watch is closed with RESTORED.
+func (s *Store) Restore(r io.Reader) error {
+	v, _, err := s.decodeBackup(r)
+	if err != nil {
+		return err
+	}
+	err = s.exclusive(func() error {
+		s.ckptMu.Lock()
+		defer s.ckptMu.Unlock()
+		idx := s.jnl.LastIndex()
+		path := filepath.Join(s.root, checkpoint.Name(idx))
+		if _, err := checkpoint.WriteFile(path, v, idx, s.clock.Now().UnixMilli()); err != nil {
+			return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
+		}
+		// From here the restored image is the newest and wins at open;
+		// older images and the journal behind it only cost space.
+		files, err := checkpoint.List(s.root)
+		if err == nil {
+			for _, f := range files {
+				if f.Path != path {
+					err = errors.Join(err, os.Remove(f.Path))
+				}
+			}
+		}
+		if err == nil {
+			err = disk.SyncDir(s.root)
+		}
+		if err == nil {
+			err = s.jnl.TruncateFront(idx + 1)
+		}
+		s.ckptMark.Store(s.jnl.Stats().Bytes)
+		s.pubMu.Lock()
+		s.view.Store(v)
+		s.index = idx
+		s.onRestored()
+		s.pubMu.Unlock()
+		if err != nil {
+			return &Error{Code: Storage, Field: "restore", Message: fmt.Sprintf("restored state is durable, cleanup failed: %v", err), Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case s.leasesChanged <- struct{}{}:
+	default:
+	}
+	// Leases that lapsed since the backup was taken expire now, journaled.
+	_, err = s.submit(&op{kind: opExpire})
+	return err
+}
+
+// RestoreDir builds a store in dir (the same Dir that Options takes) from a
+// backup, for a store that is not open. It refuses a directory that already
+// holds a store's data, and a backup that is damaged, from a newer format
+// or over limits, changing nothing.
+func RestoreDir(dir string, r io.Reader, limits quota.Limits) error {
+	s := &Store{root: filepath.Join(dir, StoreDirName)}
+	var err error
+	if s.limits, err = limits.WithDefaults(); err != nil {
+		return &Error{Code: InvalidArgument, Field: "Limits", Message: err.Error(), Err: err}
+	}
+	s.schemas = defaultRegistry()
+	v, hdr, err := s.decodeBackup(r)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.root, 0o755); err != nil {
+		return &Error{Code: Storage, Field: "dir", Message: err.Error(), Err: err}
+	}
+	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
+	if err != nil {
+		return &Error{Code: Unavailable, Field: "dir", Message: err.Error(), Err: err}
+	}
+	defer lock.Release()
+	jdir := filepath.Join(s.root, "journal")
+	if segs, _ := journal.ListSegments(jdir); len(segs) > 0 {
+		return newErr(InvalidArgument, "dir", "%s already holds a journal; restore into an empty directory or into the open store", s.root)
+	}
+	if files, _ := checkpoint.List(s.root); len(files) > 0 {
+		return newErr(InvalidArgument, "dir", "%s already holds checkpoints; restore into an empty directory", s.root)
+	}
+	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(hdr.Index)), v, hdr.Index, hdr.TimeMs); err != nil {
+		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
+	}
+	if err := journal.CreateEmpty(jdir, hdr.Index+1); err != nil {
+		return &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
+	}
+	return nil
+}
