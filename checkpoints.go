@@ -31,12 +31,15 @@ const keepCheckpoints = 2
 // live-namespace quota.
 const maxNamespaceRecords = 1 << 20
 
-func (s *Store) checkpointLimits() checkpoint.Limits {
-	jl := s.journalLimits()
+func (s *Store) checkpointLimits() checkpoint.Limits { return s.checker().CheckpointLimits() }
+
+// CheckpointLimits are the checkpoint decoder bounds matching these limits.
+func (c *ReplayChecker) CheckpointLimits() checkpoint.Limits {
+	jl := c.JournalLimits()
 	return checkpoint.Limits{
 		MaxNamespaces: maxNamespaceRecords,
-		MaxEntries:    s.limits.MaxNamespaces * s.limits.MaxEntriesPerNamespace,
-		MaxTotalBytes: s.limits.MaxTotalBytes,
+		MaxEntries:    c.limits.MaxNamespaces * c.limits.MaxEntriesPerNamespace,
+		MaxTotalBytes: c.limits.MaxTotalBytes,
 		MaxNamespace:  jl.MaxNamespace, MaxKey: jl.MaxKey, MaxSchema: jl.MaxSchema,
 		MaxOwner: jl.MaxOwner, MaxDocument: jl.MaxDocument,
 	}
@@ -81,40 +84,7 @@ func (s *Store) loadCheckpoint() (*materialize.View, uint64, error) {
 	return materialize.New(), 0, nil
 }
 
-// checkViewBounds applies the live quotas to a loaded image, which the
-// checkpoint decoder bounds only coarsely.
-func (s *Store) checkViewBounds(v *materialize.View) error {
-	_, bytes, nss := v.Totals()
-	if nss > s.limits.MaxNamespaces {
-		return fmt.Errorf("image holds entries in %d namespaces, over the namespaces limit %d", nss, s.limits.MaxNamespaces)
-	}
-	if bytes > s.limits.MaxTotalBytes {
-		return fmt.Errorf("image holds %d value bytes, over the total value bytes limit %d", bytes, s.limits.MaxTotalBytes)
-	}
-	var err error
-	v.Namespaces(func(name string, n materialize.Namespace) bool {
-		if n.Entries > s.limits.MaxEntriesPerNamespace {
-			err = fmt.Errorf("namespace %q holds %d entries, over the entries per namespace limit %d", name, n.Entries, s.limits.MaxEntriesPerNamespace)
-		}
-		if err == nil {
-			err = checkNamespace(name, s.limits.MaxNamespaceBytes)
-		}
-		return err == nil
-	})
-	if err != nil {
-		return err
-	}
-	v.All(func(e *Entry) bool {
-		if err = checkKey(e.Key, s.limits.MaxKeyBytes); err == nil && !s.schemas.Has(e.Schema) {
-			err = fmt.Errorf("entry %s/%s has the unregistered schema %q", e.Namespace, e.Key, e.Schema)
-		}
-		if err == nil && e.Owner == "" {
-			err = fmt.Errorf("entry %s/%s has no owner", e.Namespace, e.Key)
-		}
-		return err == nil
-	})
-	return err
-}
+func (s *Store) checkViewBounds(v *materialize.View) error { return s.checker().CheckView(v) }
 
 // checkJournalCovers refuses a checkpoint the journal cannot continue: the
 // journal must hold every record after the image's index and must not end

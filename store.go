@@ -140,12 +140,7 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) journalLimits() journal.Limits {
-	return journal.Limits{
-		MaxNamespace: s.limits.MaxNamespaceBytes, MaxKey: s.limits.MaxKeyBytes,
-		MaxSchema: 128, MaxOwner: 128, MaxDocument: s.limits.MaxDocumentBytes,
-	}
-}
+func (s *Store) journalLimits() journal.Limits { return s.checker().JournalLimits() }
 
 func (s *Store) open() error {
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
@@ -209,37 +204,13 @@ func (s *Store) open() error {
 	return nil
 }
 
-// validateRecord applies to a replayed record the checks admission applied
-// to the write that produced it: identifiers, a registered schema, an owner,
-// and every bound. Metadata is checked here; the document's bytes were
-// bounded by the decoder and are not parsed (they passed validation at
-// admission and are covered by the frame's CRC; kpjournal verify re-checks
-// them in full).
+// validateRecord applies the replay checks to a record.
 func (s *Store) validateRecord(v *materialize.View, rec *journal.Record) error {
-	if err := checkNamespace(rec.Namespace, s.limits.MaxNamespaceBytes); err != nil {
-		return err
-	}
-	if err := checkKey(rec.Key, s.limits.MaxKeyBytes); err != nil {
-		return err
-	}
-	if err := v.Check(rec); err != nil {
-		return err
-	}
-	if rec.Kind != journal.KindPut {
-		return nil
-	}
-	if !s.schemas.Has(rec.Schema) {
-		return newErr(SchemaInvalid, "schema", "%q is not a registered schema", rec.Schema)
-	}
-	if rec.Owner == "" {
-		return newErr(InvalidArgument, "owner", "PUT record without an owner")
-	}
-	old, exists := v.Get(rec.Namespace, rec.Key)
-	var oldSize int64
-	if exists {
-		oldSize = old.Size()
-	}
-	return s.limits.CheckPut(s.usage(v, rec.Namespace), rec.Namespace, exists, oldSize, int64(len(rec.Document)))
+	return s.checker().Check(v, rec)
+}
+
+func (s *Store) checker() *ReplayChecker {
+	return &ReplayChecker{limits: s.limits, schemas: s.schemas}
 }
 
 func (s *Store) usage(v *materialize.View, namespace string) quota.Usage {
