@@ -82,12 +82,21 @@ type leaseKey struct {
 	key       string
 }
 
-func lessEntry(a, b *Entry) bool {
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Key < b.Key
+// item is the tree's element: the key inline, so a lookup builds its probe
+// on the stack instead of allocating an *Entry.
+type item struct {
+	namespace, key string
+	e              *Entry
 }
+
+func lessItem(a, b item) bool {
+	if a.namespace != b.namespace {
+		return a.namespace < b.namespace
+	}
+	return a.key < b.key
+}
+
+func itemOf(e *Entry) item { return item{e.Namespace, e.Key, e} }
 
 func lessLease(a, b leaseKey) bool {
 	if a.expires != b.expires {
@@ -101,7 +110,7 @@ func lessLease(a, b leaseKey) bool {
 
 // View is the materialized state.
 type View struct {
-	tree    *btree.BTreeG[*Entry]
+	tree    *btree.BTreeG[item]
 	leases  *btree.BTreeG[leaseKey]
 	ns      *btree.BTreeG[nsItem]
 	entries int
@@ -112,7 +121,7 @@ type View struct {
 // New returns an empty view.
 func New() *View {
 	return &View{
-		tree:   btree.NewG(32, lessEntry),
+		tree:   btree.NewG(32, lessItem),
 		leases: btree.NewG(32, lessLease),
 		ns:     btree.NewG(16, lessNS),
 	}
@@ -127,7 +136,8 @@ func (v *View) Clone() *View {
 
 // Get returns the entry at (namespace, key).
 func (v *View) Get(namespace, key string) (*Entry, bool) {
-	return v.tree.Get(&Entry{Namespace: namespace, Key: key})
+	it, ok := v.tree.Get(item{namespace: namespace, key: key})
+	return it.e, ok
 }
 
 // Namespace returns a copy of the namespace's counters (zero if never seen).
@@ -152,16 +162,16 @@ func (v *View) Totals() (entries int, bytes int64, namespaces int) {
 // Ascend calls fn for each entry of namespace whose key starts with prefix,
 // in key order, until fn returns false.
 func (v *View) Ascend(namespace, prefix string, fn func(*Entry) bool) {
-	v.tree.AscendGreaterOrEqual(&Entry{Namespace: namespace, Key: prefix}, func(e *Entry) bool {
-		if e.Namespace != namespace || !strings.HasPrefix(e.Key, prefix) {
+	v.tree.AscendGreaterOrEqual(item{namespace: namespace, key: prefix}, func(it item) bool {
+		if it.namespace != namespace || !strings.HasPrefix(it.key, prefix) {
 			return false
 		}
-		return fn(e)
+		return fn(it.e)
 	})
 }
 
 // All calls fn for every entry in (namespace, key) order until it returns false.
-func (v *View) All(fn func(*Entry) bool) { v.tree.Ascend(fn) }
+func (v *View) All(fn func(*Entry) bool) { v.tree.Ascend(func(it item) bool { return fn(it.e) }) }
 
 // NextDeadline returns the earliest lease deadline, if any lease exists.
 func (v *View) NextDeadline() (int64, bool) {
@@ -238,7 +248,7 @@ func (v *View) Apply(rec *journal.Record) (*Entry, error) {
 }
 
 func (v *View) remove(n *Namespace, e *Entry) {
-	v.tree.Delete(e)
+	v.tree.Delete(itemOf(e))
 	if e.ExpiresMs != 0 {
 		v.leases.Delete(leaseKey{e.ExpiresMs, e.Namespace, e.Key})
 	}
@@ -252,7 +262,7 @@ func (v *View) remove(n *Namespace, e *Entry) {
 }
 
 func (v *View) insert(n *Namespace, e *Entry) {
-	v.tree.ReplaceOrInsert(e)
+	v.tree.ReplaceOrInsert(itemOf(e))
 	if e.ExpiresMs != 0 {
 		v.leases.ReplaceOrInsert(leaseKey{e.ExpiresMs, e.Namespace, e.Key})
 	}
