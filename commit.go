@@ -8,6 +8,7 @@ import (
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/watch"
 )
 
 // The commit pipeline. One goroutine, the committer, owns every mutation:
@@ -36,7 +37,8 @@ type op struct {
 	ns     string
 	key    string
 	schema string
-	doc    []byte
+	doc    []byte // the store's own copy, kept in the view
+	reply  []byte // the caller's document, returned in the result entry
 	expect Expect
 	ttl    time.Duration
 
@@ -147,6 +149,8 @@ type batch struct {
 	// leases is set when the batch adds or removes a lease, so the expiry
 	// goroutine re-reads the earliest deadline.
 	leases bool
+	// entries[i] is the entry recs[i] produced (PUT) or removed.
+	entries []*Entry
 }
 
 func (s *Store) newBatch() *batch {
@@ -165,6 +169,7 @@ func (b *batch) add(rec *journal.Record) (*Entry, error) {
 		return nil, &Error{Code: Storage, Field: "journal", Message: fmt.Sprintf("internal: admitted record refused: %v", err), Err: err}
 	}
 	b.recs = append(b.recs, rec)
+	b.entries = append(b.entries, e)
 	return e, nil
 }
 
@@ -215,9 +220,16 @@ func (s *Store) commitBatch(b *batch) error {
 	if err != nil {
 		return &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
 	}
+	var events []watch.Event
+	if s.watches != nil {
+		events = b.events()
+	}
 	s.pubMu.Lock()
 	s.view.Store(b.view)
 	s.index = first + uint64(len(b.recs)) - 1
+	if events != nil {
+		s.watches.Publish(events)
+	}
 	s.pubMu.Unlock()
 	if s.quit != nil {
 		s.maybeCheckpoint()
@@ -264,7 +276,10 @@ func (b *batch) admit(o *op) (*Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := copyEntry(e)
+		// The result carries the caller's own bytes (equal to the stored
+		// ones), so the store's copy is never handed out.
+		c := *e
+		c.Document = o.reply
 		return &c, nil
 	case opDelete:
 		old, exists := b.view.Get(o.ns, o.key)

@@ -17,6 +17,7 @@ import (
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/watch"
 )
 
 // Entry is one complete state document with the metadata the store
@@ -73,6 +74,10 @@ type Store struct {
 	// see the view and its journal index as one point in the commit order.
 	pubMu sync.Mutex
 	index uint64 // journal index the published view reflects (under pubMu)
+
+	watches  *watch.Registry
+	sessMu   sync.Mutex
+	sessions map[*Session]struct{}
 
 	ckptMu      sync.Mutex    // one checkpoint writer at a time
 	ckptRunning atomic.Bool   // a background checkpoint is in flight
@@ -198,6 +203,8 @@ func (s *Store) open() error {
 	if err := s.commitBatch(b); err != nil {
 		return err
 	}
+	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
+	s.sessions = map[*Session]struct{}{}
 	s.quit = make(chan struct{})
 	s.expiryDone = make(chan struct{})
 	go s.expiry()
@@ -221,8 +228,8 @@ func (s *Store) usage(v *materialize.View, namespace string) quota.Usage {
 func defaultRegistry() *schema.Registry { return schema.NewRegistry() }
 
 // onRestored is called, under the commit-order lock, when a restore
-// replaced the state; the watch registry closes every watch there.
-func (s *Store) onRestored() {}
+// replaced the state: no watch may carry on across it.
+func (s *Store) onRestored() { s.watches.CloseAll(watch.Restored) }
 
 // OpenReport tells what Open did besides replaying.
 func (s *Store) OpenReport() OpenReport { return s.openReport }
@@ -243,6 +250,7 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.expiryDone
 	s.ckptWG.Wait()
+	s.watches.Stop() // every watch gets STORE_CLOSED
 	err := s.jnl.Close()
 	return errors.Join(err, s.lock.Release())
 }
@@ -369,7 +377,7 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, er
 	}
 	owner := p.ID
 	o := &op{kind: opPut, owner: owner, ns: req.Namespace, key: req.Key, schema: req.Schema,
-		doc: append([]byte(nil), req.Document...), expect: req.Expect, ttl: ttl}
+		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl}
 	return s.submit(o)
 }
 

@@ -1,0 +1,38 @@
+// Package watch is the store's watch registry: it fans committed mutations
+// out to the watches that match them, numbers each watch's updates, holds
+// them until they are acknowledged, and closes watches that break a bound.
+//
+// The store owns the commit order. It calls Add (which registers a watch and
+// enqueues its Snapshot) and Publish (which enqueues the updates of a
+// committed batch) while holding its commit-order lock, so the registry sees
+// registrations and mutations in one total order. Neither call blocks on a
+// session's Sink: both only append to in-memory queues, and one delivery
+// goroutine per session drains its queue into the Sink.
+//
+// Invariants (each pinned by tests):
+//   - No gap: a watch's Snapshot is the first message enqueued for it, and
+//     every event published after Add that matches the watch (same namespace,
+//     key with the watch's prefix) becomes exactly one Update after it.
+//     Events published before Add are in the snapshot the store captured.
+//   - Order: a watch's Updates carry watch_sequence 1, 2, 3, ... with no
+//     hole, in commit order, and reach the Sink in that order. Messages of
+//     one session reach its Sink in enqueue order, from one goroutine.
+//   - A Closed message is the last message a watch ever produces: once a
+//     watch is closed (overflow, ack timeout, authorization lost, snapshot
+//     delivery failure, store closed, restored) nothing more is delivered
+//     for it, its queued updates are dropped, and its slot no longer counts
+//     against the limits. A Snapshot still queued is delivered (before the
+//     Closed): it answers the client's WatchState request. Remove ends a
+//     watch silently (the client asked for it); Session.Close drops
+//     everything (nobody is listening).
+//   - Bounded memory: a watch holds at most Limits.MaxUnacked updates that
+//     are enqueued but not acknowledged, and at most that many in its
+//     session's queue; the next one closes it with BufferOverflow. So a
+//     session's queue holds at most MaxUnacked updates + 1 Snapshot + 1
+//     Closed per watch.
+//   - Ack deadline: a watch whose oldest unacknowledged update was enqueued
+//     at least Limits.AckDeadline ago (by the injected clock) is closed with
+//     AckTimeout. One timer serves the whole registry.
+//   - No leaks: Session.Close stops the session's goroutine; Registry.Stop
+//     delivers StoreClosed, then stops every goroutine and the timer.
+package watch

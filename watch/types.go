@@ -1,0 +1,222 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/quota"
+)
+
+// Kind is the kind of committed mutation an Event or Update reports. The
+// zero value is invalid, so an uninitialised Event is never taken for a PUT.
+type Kind uint8
+
+// Update kinds (DESIGN.md §3): PUT carries the entry; DELETE and EXPIRE
+// carry only the key.
+const (
+	Put Kind = iota + 1
+	Delete
+	Expire
+)
+
+// String returns the wire name: "PUT", "DELETE" or "EXPIRE".
+func (k Kind) String() string {
+	switch k {
+	case Put:
+		return "PUT"
+	case Delete:
+		return "DELETE"
+	case Expire:
+		return "EXPIRE"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Reason says why the server closed a watch (StateStoreWatchClosed). The
+// zero value is invalid.
+type Reason uint8
+
+// Close reasons (DESIGN.md §3).
+const (
+	BufferOverflow Reason = iota + 1
+	AckTimeout
+	AuthorizationLost
+	SnapshotDeliveryFailed
+	StoreClosed
+	Restored
+)
+
+// String returns the wire name, e.g. "BUFFER_OVERFLOW".
+func (r Reason) String() string {
+	switch r {
+	case BufferOverflow:
+		return "BUFFER_OVERFLOW"
+	case AckTimeout:
+		return "ACK_TIMEOUT"
+	case AuthorizationLost:
+		return "AUTHORIZATION_LOST"
+	case SnapshotDeliveryFailed:
+		return "SNAPSHOT_DELIVERY_FAILED"
+	case StoreClosed:
+		return "STORE_CLOSED"
+	case Restored:
+		return "RESTORED"
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Event is one committed mutation as the store publishes it.
+type Event struct {
+	Revision  uint64 // the namespace revision the mutation produced
+	Kind      Kind
+	Namespace string
+	Key       string
+	// Entry is the committed entry, for Put only. It is shared by every
+	// Update the event produces, so it must never be modified.
+	Entry *materialize.Entry
+}
+
+// Message is what a session's Sink receives: *Snapshot, *Update or *Closed.
+// The registry never touches a message after handing it to the Sink.
+type Message interface{ isMessage() }
+
+// Snapshot is a watch's first message: the matching entries exactly as they
+// were at SnapshotRevision (the StateStoreResult of WatchState).
+type Snapshot struct {
+	RequestID        uint64
+	WatchID          string
+	Namespace        string
+	KeyPrefix        string
+	SnapshotRevision uint64
+	// Entries are shared with the store's view and must not be modified.
+	Entries []*materialize.Entry
+}
+
+// Update is one committed mutation for one watch (StateStoreWatchUpdate).
+type Update struct {
+	WatchID   string
+	Sequence  uint64 // watch_sequence: 1, 2, 3, ... per watch, no holes
+	Revision  uint64 // namespace revision; may skip (other keys), never repeats
+	Kind      Kind
+	Namespace string
+	Key       string
+	Entry     *materialize.Entry // Put only; shared, must not be modified
+}
+
+// Closed is the last message of a watch the server terminated
+// (StateStoreWatchClosed).
+type Closed struct {
+	WatchID string
+	Reason  Reason
+	Message string // names the bound or cause, for humans
+}
+
+func (*Snapshot) isMessage() {}
+func (*Update) isMessage()   {}
+func (*Closed) isMessage()   {}
+
+// Sink is a session's ordered outbound control channel, supplied by the
+// embedder. Deliver is called from one goroutine per session, in order, and
+// never while the registry's lock is held, so it may call back into the
+// registry (Ack, Remove, Session.Close). It should enqueue and return
+// quickly: a slow Sink delays only its own session. An error means the
+// message could not be queued: for a *Snapshot the watch is closed with
+// SnapshotDeliveryFailed, for an *Update with BufferOverflow, and the
+// *Closed that reports it is offered once, best effort (its own error is
+// ignored).
+type Sink interface {
+	Deliver(Message) error
+}
+
+// Limits bound the registry. A zero or negative field takes its default
+// (DESIGN.md §3): MaxWatches 1024, MaxPerSession 16, MaxUnacked 32,
+// AckDeadline 30 s.
+type Limits struct {
+	MaxWatches    int           // watches in the whole registry
+	MaxPerSession int           // watches in one session
+	MaxUnacked    int           // enqueued but unacknowledged updates per watch
+	AckDeadline   time.Duration // for the oldest unacknowledged update
+}
+
+// LimitsFrom takes the watch bounds from the store's quota limits, so the
+// store configures them in one place.
+func LimitsFrom(q quota.Limits) Limits {
+	return Limits{MaxWatches: q.MaxWatches, MaxPerSession: q.MaxWatchesPerSession,
+		MaxUnacked: q.MaxUnackedUpdates, AckDeadline: q.AckDeadline}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := LimitsFrom(quota.Default())
+	if l.MaxWatches <= 0 {
+		l.MaxWatches = d.MaxWatches
+	}
+	if l.MaxPerSession <= 0 {
+		l.MaxPerSession = d.MaxPerSession
+	}
+	if l.MaxUnacked <= 0 {
+		l.MaxUnacked = d.MaxUnacked
+	}
+	if l.AckDeadline <= 0 {
+		l.AckDeadline = d.AckDeadline
+	}
+	return l
+}
+
+// Sentinel errors; every error the registry returns matches one with
+// errors.Is.
+var (
+	// ErrWatchLimit: the store-wide or per-session watch bound is reached
+	// (WATCH_LIMIT). The error is a *LimitError naming the bound.
+	ErrWatchLimit = errors.New("watch limit reached")
+	// ErrDuplicateWatch: the session already has an open watch with this
+	// watch_id (INVALID_ARGUMENT).
+	ErrDuplicateWatch = errors.New("watch_id already in use in this session")
+	// ErrUnknownWatch: no open watch with this watch_id in the session; it
+	// was never added, was removed, or was closed (NOT_FOUND).
+	ErrUnknownWatch = errors.New("unknown watch_id")
+	// ErrInvalidSequence: an ack names a sequence never sent
+	// (INVALID_ARGUMENT). The error is a *SequenceError.
+	ErrInvalidSequence = errors.New("invalid applied_sequence")
+	// ErrSessionClosed: the session was closed.
+	ErrSessionClosed = errors.New("session closed")
+	// ErrStopped: the registry was stopped (UNAVAILABLE).
+	ErrStopped = errors.New("watch registry stopped")
+)
+
+// Bound names used in LimitError.
+const (
+	BoundWatches           = "watches"
+	BoundWatchesPerSession = "watches per session"
+)
+
+// LimitError names the watch bound an Add would break and its value.
+type LimitError struct {
+	Bound string // BoundWatches or BoundWatchesPerSession
+	Limit int
+}
+
+// Error names the bound and its value, e.g. "watches per session limit 16
+// reached".
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s limit %d reached", e.Bound, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrWatchLimit) match.
+func (e *LimitError) Unwrap() error { return ErrWatchLimit }
+
+// SequenceError is an ack of a sequence the watch never sent.
+type SequenceError struct {
+	WatchID string
+	Applied uint64 // what the client acknowledged
+	Last    uint64 // the last sequence enqueued for the watch
+}
+
+// Error names the watch, the acknowledged and the last sent sequence.
+func (e *SequenceError) Error() string {
+	return fmt.Sprintf("watch %q: applied_sequence %d exceeds the last sent sequence %d", e.WatchID, e.Applied, e.Last)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidSequence) match.
+func (e *SequenceError) Unwrap() error { return ErrInvalidSequence }

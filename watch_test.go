@@ -1,0 +1,492 @@
+package statestore_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/watch"
+	"go.uber.org/goleak"
+)
+
+// chanSink delivers every message to a channel the test reads; fail, if
+// set, can refuse a message as a broken control channel would.
+type chanSink struct {
+	ch   chan watch.Message
+	fail func(watch.Message) error
+}
+
+func newSink() *chanSink { return &chanSink{ch: make(chan watch.Message, 4096)} }
+
+func (c *chanSink) Deliver(m watch.Message) error {
+	if c.fail != nil {
+		if err := c.fail(m); err != nil {
+			return err
+		}
+	}
+	c.ch <- m
+	return nil
+}
+
+// next returns the next message, failing the test if none arrives.
+func (c *chanSink) next(t *testing.T) watch.Message {
+	t.Helper()
+	select {
+	case m := <-c.ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message delivered")
+		return nil
+	}
+}
+
+func (c *chanSink) nextUpdate(t *testing.T) *watch.Update {
+	t.Helper()
+	for {
+		switch m := c.next(t).(type) {
+		case *watch.Update:
+			return m
+		case *watch.Snapshot:
+			continue
+		default:
+			t.Fatalf("want an update, got %#v", m)
+		}
+	}
+}
+
+func (c *chanSink) nextClosed(t *testing.T) *watch.Closed {
+	t.Helper()
+	for {
+		if m, ok := c.next(t).(*watch.Closed); ok {
+			return m
+		}
+	}
+}
+
+// empty fails if an update or closure is waiting. Snapshots are skipped:
+// they are the replies to the watch requests the test already checked.
+func (c *chanSink) empty(t *testing.T) {
+	t.Helper()
+	for {
+		select {
+		case m := <-c.ch:
+			if _, ok := m.(*watch.Snapshot); ok {
+				continue
+			}
+			t.Fatalf("unexpected message %#v", m)
+		default:
+			return
+		}
+	}
+}
+
+func (f *fixture) session(p statestore.Principal) (*statestore.Session, *chanSink) {
+	f.t.Helper()
+	sink := newSink()
+	ss, err := f.s.OpenSession(p, sink)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ss, sink
+}
+
+func (f *fixture) watch(ss *statestore.Session, id, ns, prefix string) statestore.WatchResult {
+	f.t.Helper()
+	res, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: id, Namespace: ns, KeyPrefix: prefix})
+	if err != nil {
+		f.t.Fatalf("watch %s: %v", id, err)
+	}
+	return res
+}
+
+// TestScenario2LeaseExpiryReachesEveryWatcher: one lapsed lease reaches
+// every matching watcher as exactly one ordered EXPIRE update, with no Get
+// to provoke it; a watcher on another prefix sees a revision skip and no
+// sequence skip.
+func TestScenario2LeaseExpiryReachesEveryWatcher(t *testing.T) {
+	f := newFixture(t)
+	ns := "service/transcoder-a"
+	lease, err := f.lease(admin, ns, "leases/front-door", statestore.CreateOnly, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaseWatchers []*chanSink
+	for i := 0; i < 3; i++ {
+		ss, sink := f.session(admin)
+		res := f.watch(ss, "leases", ns, "leases/")
+		if len(res.Entries) != 1 || res.SnapshotRevision != lease.Revision {
+			t.Fatalf("snapshot %+v", res)
+		}
+		leaseWatchers = append(leaseWatchers, sink)
+	}
+	ss, other := f.session(admin)
+	f.watch(ss, "intents", ns, "intents/")
+	i1 := f.mustPut(admin, ns, "intents/a", docN(1))
+	if u := other.nextUpdate(t); u.Sequence != 1 || u.Revision != i1.Revision {
+		t.Fatalf("first intent update %+v", u)
+	}
+	for _, s := range leaseWatchers {
+		s.empty(t) // an intent write is not a lease watcher's business
+	}
+	// The lease lapses: the expiry timer commits the EXPIRE on its own.
+	f.clock.Advance(5 * time.Second)
+	for _, s := range leaseWatchers {
+		u := s.nextUpdate(t)
+		if u.Kind != watch.Expire || u.Key != "leases/front-door" || u.Sequence != 1 || u.Revision != i1.Revision+1 {
+			t.Fatalf("expire update %+v", u)
+		}
+	}
+	i2 := f.mustPut(admin, ns, "intents/b", docN(2))
+	u := other.nextUpdate(t)
+	if u.Sequence != 2 || u.Revision != i2.Revision || u.Revision != i1.Revision+2 {
+		t.Fatalf("other prefix: %+v — want sequence 2 (no gap) at revision %d (a skip past the EXPIRE)", u, i1.Revision+2)
+	}
+	for _, s := range leaseWatchers {
+		s.empty(t) // exactly one EXPIRE each
+	}
+}
+
+// TestScenario3WatchDuringWrites hammers watch registration against
+// concurrent writes and checks each watch's recorded history against the
+// journal: the snapshot is the namespace exactly at its revision, and the
+// updates are exactly the later matching records, in order, each once,
+// with contiguous sequences.
+func TestScenario3WatchDuringWrites(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxWatches = 4096; o.Limits.MaxWatchesPerSession = 4096 })
+	const ns = "group/hammer"
+	var stop atomic.Bool
+	var writers sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		writers.Add(1)
+		go func(w int) {
+			defer writers.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("%s/k%d", []string{"a", "b"}[rng.IntN(2)], rng.IntN(8))
+				if rng.IntN(4) == 0 {
+					f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: ns, Key: key})
+				} else if _, err := f.put(admin, ns, key, docN(w*100000+i), statestore.Expect{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	type history struct {
+		prefix string
+		snap   statestore.WatchResult
+		msgs   []watch.Message
+	}
+	var (
+		mu        sync.Mutex
+		histories []*history
+	)
+	iterations := 2000
+	if testing.Short() {
+		iterations = 300
+	}
+	var watchers sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		watchers.Add(1)
+		go func(g int) {
+			defer watchers.Done()
+			for i := 0; i < iterations/4; i++ {
+				sink := newSink()
+				ss, err := f.s.OpenSession(admin, sink)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				h := &history{prefix: []string{"a/", "b/", ""}[i%3]}
+				h.snap, err = f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: ns, KeyPrefix: h.prefix})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// Collect a few updates (acknowledging them), then disconnect.
+				for n := 0; n < 1+i%4; n++ {
+					select {
+					case m := <-sink.ch:
+						h.msgs = append(h.msgs, m)
+						if u, ok := m.(*watch.Update); ok {
+							f.s.Ack(ss, "w", u.Sequence)
+						}
+					case <-time.After(time.Second):
+						n = 99
+					}
+				}
+				ss.Close()
+				mu.Lock()
+				histories = append(histories, h)
+				mu.Unlock()
+			}
+		}(g)
+	}
+	watchers.Wait()
+	stop.Store(true)
+	writers.Wait()
+	f.s.Close()
+	f.s = nil
+
+	// The journal is the commit order: rebuild the namespace's states.
+	var recs []*journal.Record
+	journal.ReplayDir(filepath.Join(f.dir, statestore.StoreDirName, "journal"), 1, 0, journal.Limits{}, func(_ uint64, r *journal.Record) error {
+		if r.Namespace == ns {
+			recs = append(recs, r)
+		}
+		return nil
+	})
+	byRev := map[uint64]int{} // namespace revision -> position in recs
+	for i, r := range recs {
+		byRev[r.Revision] = i
+	}
+	verified := 0
+	for hi, h := range histories {
+		// Snapshot: the namespace exactly at SnapshotRevision.
+		v := materialize.New()
+		for _, r := range recs {
+			if r.Revision > h.snap.SnapshotRevision {
+				break
+			}
+			v.Apply(r)
+		}
+		var want []string
+		v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool { want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision)); return true })
+		var got []string
+		for _, e := range h.snap.Entries {
+			got = append(got, fmt.Sprintf("%s@%d", e.Key, e.Revision))
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("history %d: snapshot at %d is %v, the journal says %v", hi, h.snap.SnapshotRevision, got, want)
+		}
+		// Updates: the matching records after the snapshot, in order, once.
+		var expected []*journal.Record
+		for _, r := range recs {
+			if r.Revision > h.snap.SnapshotRevision && strings.HasPrefix(r.Key, h.prefix) {
+				expected = append(expected, r)
+			}
+		}
+		seq := 0
+		for _, m := range h.msgs {
+			u, ok := m.(*watch.Update)
+			if !ok {
+				continue
+			}
+			if int(u.Sequence) != seq+1 {
+				t.Fatalf("history %d: sequence %d after %d", hi, u.Sequence, seq)
+			}
+			if seq >= len(expected) {
+				t.Fatalf("history %d: update %+v beyond the journal", hi, u)
+			}
+			r := expected[seq]
+			if u.Revision != r.Revision || u.Key != r.Key || u.Kind.String() != r.Kind.String() {
+				t.Fatalf("history %d: update %d is %s %s@%d, journal has %s %s@%d", hi, u.Sequence, u.Kind, u.Key, u.Revision, r.Kind, r.Key, r.Revision)
+			}
+			if u.Revision <= h.snap.SnapshotRevision {
+				t.Fatalf("history %d: update at revision %d is already in the snapshot at %d", hi, u.Revision, h.snap.SnapshotRevision)
+			}
+			seq++
+		}
+		verified += seq
+	}
+	if len(histories) != iterations/4*4 || verified < len(histories)/4 {
+		t.Fatalf("%d histories recorded, %d updates verified: the hammer checked too little", len(histories), verified)
+	}
+}
+
+func TestWatchBounds(t *testing.T) {
+	f := newFixture(t)
+	for i := 0; i < 65; i++ {
+		f.mustPut(admin, "group/big", fmt.Sprintf("many/k%02d", i), docN(i))
+	}
+	for i := 0; i < 30; i++ {
+		f.mustPut(admin, "group/big", fmt.Sprintf("heavy/k%02d", i), []byte(fmt.Sprintf(`{"role":"subscribe","desired":true,"source_id":"c","media_kind":"video","parameters":{"ui.note":"%s"}}`, strings.Repeat("words ", 400))))
+	}
+	ss, _ := f.session(admin)
+	_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w1", Namespace: "group/big", KeyPrefix: "many/"})
+	wantCode(t, err, statestore.WatchTooBroad, "watch snapshot entries")
+	_, err = f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w1", Namespace: "group/big", KeyPrefix: "heavy/"})
+	wantCode(t, err, statestore.WatchTooBroad, "watch snapshot bytes")
+	// Exactly 64 entries is allowed; the rejected watches registered nothing.
+	f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: "group/big", Key: "many/k64"})
+	if res := f.watch(ss, "w1", "group/big", "many/"); len(res.Entries) != 64 {
+		t.Fatalf("%d entries", len(res.Entries))
+	}
+	// Per-session and store-wide limits.
+	for i := 2; i <= 16; i++ {
+		f.watch(ss, fmt.Sprintf("w%d", i), "group/big", "x/")
+	}
+	_, err = f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w17", Namespace: "group/big", KeyPrefix: "x/"})
+	wantCode(t, err, statestore.WatchLimit, watch.BoundWatchesPerSession)
+	if err := f.s.Unwatch(ss, "w16"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w1", Namespace: "group/big", KeyPrefix: "x/"})
+	wantCode(t, err, statestore.InvalidArgument, "watch_id")
+	// Non-administrators fail closed for service/ and group/.
+	us, _ := f.session(alice)
+	_, err = f.s.Watch(ctx, us, statestore.WatchRequest{WatchID: "w", Namespace: "group/big"})
+	wantCode(t, err, statestore.PermissionDenied, "namespace")
+	f.watch(us, "mine", "user/alice", "")
+}
+
+func TestWatchStoreLimit(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxWatches = 3 })
+	for i := 0; i < 3; i++ {
+		ss, _ := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+	}
+	ss, _ := f.session(admin)
+	_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: "group/g"})
+	wantCode(t, err, statestore.WatchLimit, watch.BoundWatches)
+}
+
+func TestWatchTerminations(t *testing.T) {
+	t.Run("BUFFER_OVERFLOW at the 33rd unacknowledged update", func(t *testing.T) {
+		f := newFixture(t)
+		ss, sink := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+		for i := 1; i <= 32; i++ {
+			f.mustPut(admin, "group/g", "k", docN(i))
+		}
+		for i := 1; i <= 32; i++ {
+			if u := sink.nextUpdate(t); u.Sequence != uint64(i) {
+				t.Fatalf("update %d has sequence %d", i, u.Sequence)
+			}
+		}
+		sink.empty(t) // 32 unacknowledged are held
+		f.mustPut(admin, "group/g", "k", docN(33))
+		if c := sink.nextClosed(t); c.Reason != watch.BufferOverflow {
+			t.Fatalf("closed with %v", c.Reason)
+		}
+		f.mustPut(admin, "group/g", "k", docN(34))
+		sink.empty(t)
+		wantCode(t, f.s.Ack(ss, "w", 1), statestore.NotFound, "watch_id")
+	})
+	t.Run("acks free the buffer; a future sequence is refused", func(t *testing.T) {
+		f := newFixture(t)
+		ss, sink := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+		for i := 1; i <= 40; i++ {
+			f.mustPut(admin, "group/g", "k", docN(i))
+			u := sink.nextUpdate(t)
+			if err := f.s.Ack(ss, "w", u.Sequence); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantCode(t, f.s.Ack(ss, "w", 41), statestore.InvalidArgument, "applied_sequence")
+		if err := f.s.Ack(ss, "w", 3); err != nil {
+			t.Fatalf("an older ack must be harmless: %v", err)
+		}
+	})
+	t.Run("ACK_TIMEOUT", func(t *testing.T) {
+		f := newFixture(t)
+		ss, sink := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+		f.mustPut(admin, "group/g", "k", docN(1))
+		sink.nextUpdate(t)
+		f.clock.Advance(30*time.Second - time.Millisecond)
+		sink.empty(t)
+		f.clock.Advance(time.Millisecond)
+		if c := sink.nextClosed(t); c.Reason != watch.AckTimeout {
+			t.Fatalf("closed with %v", c.Reason)
+		}
+	})
+	t.Run("AUTHORIZATION_LOST delivers nothing more", func(t *testing.T) {
+		f := newFixture(t)
+		boss := statestore.Principal{ID: "boss", Admin: true}
+		ss, sink := f.session(boss)
+		f.watch(ss, "svc", "service/s1", "")
+		f.watch(ss, "own", "user/boss", "")
+		if n := f.s.SetPrincipal("boss", statestore.Principal{ID: "boss"}, false); n != 1 {
+			t.Fatalf("%d watches closed, want 1 (the service one)", n)
+		}
+		if c := sink.nextClosed(t); c.Reason != watch.AuthorizationLost || c.WatchID != "svc" {
+			t.Fatalf("closed %+v", c)
+		}
+		f.mustPut(admin, "service/s1", "k", docN(1))
+		f.mustPut(boss, "user/boss", "k", docN(2))
+		if u := sink.nextUpdate(t); u.WatchID != "own" {
+			t.Fatalf("update for %s after authorization loss", u.WatchID)
+		}
+		sink.empty(t)
+		_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "again", Namespace: "service/s1"})
+		wantCode(t, err, statestore.PermissionDenied, "namespace")
+	})
+	t.Run("SNAPSHOT_DELIVERY_FAILED", func(t *testing.T) {
+		f := newFixture(t)
+		sink := newSink()
+		sink.fail = func(m watch.Message) error {
+			if _, ok := m.(*watch.Snapshot); ok {
+				return errors.New("control channel full")
+			}
+			return nil
+		}
+		ss, _ := f.s.OpenSession(admin, sink)
+		f.watch(ss, "w", "group/g", "")
+		if c := sink.nextClosed(t); c.Reason != watch.SnapshotDeliveryFailed {
+			t.Fatalf("closed with %v", c.Reason)
+		}
+	})
+	t.Run("STORE_CLOSED", func(t *testing.T) {
+		f := newFixture(t)
+		ss, sink := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+		f.s.Close()
+		f.s = nil
+		if c := sink.nextClosed(t); c.Reason != watch.StoreClosed {
+			t.Fatalf("closed with %v", c.Reason)
+		}
+	})
+	t.Run("RESTORED, and new watches start from the restored revisions", func(t *testing.T) {
+		f := newFixture(t)
+		f.mustPut(admin, "group/g", "k", docN(1))
+		var backup bytes.Buffer
+		f.s.Backup(&backup)
+		for i := 0; i < 5; i++ {
+			f.mustPut(admin, "group/g", "k", docN(i))
+		}
+		ss, sink := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+		if err := f.s.Restore(&backup); err != nil {
+			t.Fatal(err)
+		}
+		if c := sink.nextClosed(t); c.Reason != watch.Restored {
+			t.Fatalf("closed with %v", c.Reason)
+		}
+		res := f.watch(ss, "w2", "group/g", "")
+		if res.SnapshotRevision != 1 || len(res.Entries) != 1 || res.Entries[0].Revision != 1 {
+			t.Fatalf("watch after restore: %+v", res)
+		}
+	})
+}
+
+// TestNoGoroutineLeaks opens sessions and watches, closes them and the
+// store, and checks nothing is left running.
+func TestNoGoroutineLeaks(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	f := newFixture(t)
+	var sessions []*statestore.Session
+	for i := 0; i < 5; i++ {
+		ss, _ := f.session(admin)
+		f.watch(ss, "w", "group/g", "")
+		sessions = append(sessions, ss)
+	}
+	f.mustPut(admin, "group/g", "k", docN(1))
+	if _, err := f.lease(admin, "group/g", "l", statestore.Expect{}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sessions[0].Close()
+	f.s.Close()
+	f.s = nil
+}
