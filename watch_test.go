@@ -261,7 +261,10 @@ func TestScenario3WatchDuringWrites(t *testing.T) {
 			v.Apply(r)
 		}
 		var want []string
-		v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool { want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision)); return true })
+		v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool {
+			want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision))
+			return true
+		})
 		var got []string
 		for _, e := range h.snap.Entries {
 			got = append(got, fmt.Sprintf("%s@%d", e.Key, e.Revision))

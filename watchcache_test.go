@@ -33,7 +33,7 @@ func (src *storeSource) Watch(id, ns, prefix string) (uint64, []*materialize.Ent
 	return res.SnapshotRevision, out, nil
 }
 
-func (src *storeSource) Unwatch(id string) error      { return src.s.Unwatch(src.ss, id) }
+func (src *storeSource) Unwatch(id string) error       { return src.s.Unwatch(src.ss, id) }
 func (src *storeSource) Ack(id string, n uint64) error { return src.s.Ack(src.ss, id, n) }
 
 // routedSink hands messages to the cache from its own goroutine; drop, if

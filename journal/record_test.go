@@ -3,8 +3,8 @@ package journal
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"

@@ -77,8 +77,10 @@ func runSerialCAS(env *Env, name string, noSync bool) ([]harness.Result, error) 
 	return []harness.Result{r}, nil
 }
 
-func runDurableCAS(env *Env) ([]harness.Result, error) { return runSerialCAS(env, nameDurableCAS, false) }
-func runMemoryCAS(env *Env) ([]harness.Result, error)  { return runSerialCAS(env, nameMemoryCAS, true) }
+func runDurableCAS(env *Env) ([]harness.Result, error) {
+	return runSerialCAS(env, nameDurableCAS, false)
+}
+func runMemoryCAS(env *Env) ([]harness.Result, error) { return runSerialCAS(env, nameMemoryCAS, true) }
 
 // runDurableCASConcurrent runs W writers, each owning the owners o with
 // o % W == w and compare-and-setting them in turn, once per writer count.

@@ -16,7 +16,6 @@ const casKeys = 127
 // Result per measured row (for example one per writer count). Use
 // env.Scratch(name) for files and env.Budget / env.Writers / env.Ops /
 // env.Payload for sizing so that the command-line flags apply.
-//
 var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
 	{name: harness.NameRawAppend, run: runRawAppend},
