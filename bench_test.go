@@ -66,3 +66,20 @@ func BenchmarkCASConcurrent127(b *testing.B) {
 	st := f.s.JournalStats()
 	b.ReportMetric(float64(st.Records)/float64(max(st.Appends, 1)), "records/batch")
 }
+
+// BenchmarkReplay opens a store of 5,000 2,193-byte documents from its
+// journal alone: the replay path.
+func BenchmarkReplay(b *testing.B) {
+	f := newFixture(b, func(o *statestore.Options) { o.CheckpointBytes = -1; o.NoSync = true })
+	for i := 0; i < 5000; i++ {
+		f.mustPut(admin, fmt.Sprintf("group/r%d", i%8), fmt.Sprintf("k%05d", i), testdoc.MediaIntent(2193, i))
+	}
+	f.s.Close()
+	f.s = nil
+	b.SetBytes(5000 * 2193)
+	for b.Loop() {
+		f.open()
+		f.s.Close()
+		f.s = nil
+	}
+}

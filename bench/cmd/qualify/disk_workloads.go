@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/internal/testdoc"
+	"github.com/keeppeek/statestore/schema"
+)
+
+const (
+	nameOpenFullStore   = "open_full_store"
+	nameReadFiles       = "read_files"
+	nameReplayJournal   = "replay_journal"
+	nameBackupFullStore = "backup_full_store"
+
+	// fullStoreDocs 2,193-byte documents fill the 64 MiB value ceiling, as
+	// in the specification's quota workload.
+	fullStoreDocs = 30601
+	fullStoreRuns = 5
+)
+
+// fillFullStore writes the full store from 64 writers (group commit makes
+// this quick) into a store opened with opts.
+func fillFullStore(opts statestore.Options) (*statestore.Store, error) {
+	s, err := statestore.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	admin := statestore.Principal{ID: "filler", Admin: true}
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < fullStoreDocs; i += 64 {
+				req := statestore.PutRequest{Namespace: fmt.Sprintf("group/q%03d", i/1024), Key: fmt.Sprintf("k%05d", i), Schema: schema.MediaIntentV1, Document: testdoc.MediaIntent(harness.DocBytes, i)}
+				if _, err := s.Put(context.Background(), admin, req); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// readAll reads every file under dir into memory and returns the bytes.
+func readAll(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		n += int64(len(b))
+		return err
+	})
+	return n, err
+}
+
+// runOpenFullStore times opening a store at the value ceiling from its
+// checkpoint, beside reading the same files into memory, in one run.
+func runOpenFullStore(env *Env) ([]harness.Result, error) {
+	dir, err := env.Scratch(nameOpenFullStore)
+	if err != nil {
+		return nil, err
+	}
+	opts := statestore.Options{Dir: dir, CheckpointBytes: -1}
+	s, err := fillFullStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Checkpoint(); err != nil {
+		return nil, err
+	}
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	open, read := harness.NewLatencies(fullStoreRuns), harness.NewLatencies(fullStoreRuns)
+	var size int64
+	for i := 0; i < fullStoreRuns; i++ {
+		start := time.Now()
+		if size, err = readAll(filepath.Join(dir, statestore.StoreDirName)); err != nil {
+			return nil, err
+		}
+		read.Record(time.Since(start))
+		start = time.Now()
+		s, err := statestore.Open(opts)
+		if err != nil {
+			return nil, err
+		}
+		open.Record(time.Since(start))
+		if n, _, _ := s.Usage(); n != fullStoreDocs {
+			return nil, fmt.Errorf("opened store holds %d entries, want %d", n, fullStoreDocs)
+		}
+		s.Close()
+	}
+	ro := harness.Result{Name: nameOpenFullStore, Writers: 1, Note: fmt.Sprintf("%d docs from a checkpoint, %d runs", fullStoreDocs, fullStoreRuns)}
+	open.Fill(&ro)
+	rr := harness.Result{Name: nameReadFiles, Writers: 1, Note: fmt.Sprintf("%d bytes of store files", size)}
+	read.Fill(&rr)
+	ro.Note += fmt.Sprintf("; p50 = %.2fx read_files", ro.P50us/rr.P50us)
+	return []harness.Result{ro, rr}, nil
+}
+
+// runReplayJournal times replaying the full store's journal with no
+// checkpoint: records per second.
+func runReplayJournal(env *Env) ([]harness.Result, error) {
+	dir, err := env.Scratch(nameReplayJournal)
+	if err != nil {
+		return nil, err
+	}
+	opts := statestore.Options{Dir: dir, CheckpointBytes: -1}
+	s, err := fillFullStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	lat := harness.NewLatencies(fullStoreRuns)
+	var replayed int
+	for i := 0; i < fullStoreRuns; i++ {
+		start := time.Now()
+		s, err := statestore.Open(opts)
+		if err != nil {
+			return nil, err
+		}
+		lat.Record(time.Since(start))
+		replayed = s.OpenReport().Replayed
+		s.Close()
+	}
+	r := harness.Result{Name: nameReplayJournal, Writers: 1}
+	lat.Fill(&r)
+	r.OpsPerS = float64(replayed) / (r.P50us / 1e6)
+	r.Note = fmt.Sprintf("%d records, median of %d opens", replayed, fullStoreRuns)
+	return []harness.Result{r}, nil
+}
+
+// runBackupFullStore times Backup of the full store to a file while eight
+// writers keep compare-and-setting.
+func runBackupFullStore(env *Env) ([]harness.Result, error) {
+	dir, err := env.Scratch(nameBackupFullStore)
+	if err != nil {
+		return nil, err
+	}
+	s, err := fillFullStore(statestore.Options{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	admin := statestore.Principal{ID: "writer", Admin: true}
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			doc := testdoc.MediaIntent(harness.DocBytes, w)
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("k%05d", w*1024+i%1024)
+				req := statestore.PutRequest{Namespace: fmt.Sprintf("group/q%03d", w), Key: key, Schema: schema.MediaIntentV1, Document: doc}
+				if _, err := s.Put(context.Background(), admin, req); err == nil {
+					writes.Add(1)
+				}
+			}
+		}(w)
+	}
+	lat := harness.NewLatencies(fullStoreRuns)
+	var size int64
+	for i := 0; i < fullStoreRuns; i++ {
+		path := filepath.Join(dir, fmt.Sprintf("backup-%d.kpb", i))
+		start := time.Now()
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Backup(f); err != nil {
+			return nil, err
+		}
+		if err := f.Sync(); err != nil {
+			return nil, err
+		}
+		st, _ := f.Stat()
+		size = st.Size()
+		f.Close()
+		lat.Record(time.Since(start))
+	}
+	stop.Store(true)
+	wg.Wait()
+	r := harness.Result{Name: nameBackupFullStore, Writers: 8, Note: fmt.Sprintf("%d-byte file, fsynced; %d writes committed meanwhile", size, writes.Load())}
+	lat.Fill(&r)
+	return []harness.Result{r}, nil
+}
