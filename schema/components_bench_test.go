@@ -62,3 +62,30 @@ func BenchmarkMediaIntentSchema(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMediaIntentFast is the accept-only fast path on its own.
+func BenchmarkMediaIntentFast(b *testing.B) {
+	doc := testdoc.MediaIntent(2193, 1)
+	v := mediaIntentValidator().(RawValidator)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !v.AcceptRaw(doc) {
+			b.Fatal("not sure")
+		}
+	}
+}
+
+// BenchmarkValidateMediaIntentFull is Registry.Validate without the fast
+// path: what every document the fast path is not sure about costs.
+func BenchmarkValidateMediaIntentFull(b *testing.B) {
+	doc := testdoc.MediaIntent(2193, 1)
+	v := mediaIntentValidator()
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := validateFull(MediaIntentV1, v, doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -26,6 +26,28 @@
 // path and matches [ErrInvalid], so callers map all of them to one error code
 // (SCHEMA_INVALID) while the message still says which field to fix.
 //
+// Validate has two paths. The full path decodes the document into Go
+// values, runs [Guard] over them and then the schema's validator (for
+// [MediaIntentV1], a JSON Schema run by santhosh-tekuri/jsonschema plus a Go
+// rule); it costs tens of microseconds and hundreds of allocations, too
+// much for the store's write path. So a validator may also be a
+// [RawValidator]: an accept-only fast path that reads the raw bytes once,
+// allocating nothing, and answers "accepted" or "not sure". MediaIntentV1
+// has one, which checks everything listed above directly on the bytes and
+// takes a few microseconds. Invariants:
+//
+//   - the fast path only ever accepts what the full path accepts (soundness;
+//     FuzzFastPathSound holds it to that), so the guarantees above do not
+//     depend on which path ran;
+//   - anything the fast path is not sure about — every rejection, and rare
+//     spellings such as a priority of 1e2 — goes through the full path, which
+//     alone writes error messages, so messages are the same either way;
+//   - the full path, and for MediaIntentV1 the JSON Schema document in
+//     media-intent.v1.json, stays the specification: the fast path's rules
+//     are written from it, and it switches itself off if that document
+//     changes in anything but annotations, until its rules are brought up to
+//     date.
+//
 // The guard is a heuristic. It errs towards rejecting: a harmless field such
 // as "tokens_per_second" is refused because its name contains "token". That
 // is deliberate; a state store is the wrong place for secrets, and a rename

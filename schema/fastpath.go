@@ -2,8 +2,10 @@ package schema
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -11,8 +13,8 @@ import (
 )
 
 // This file is the accept-only fast path for MediaIntentV1 (see
-// [RawValidator] and the package comment). acceptMediaIntent makes one pass
-// over the raw bytes and checks everything the full path checks — the
+// [RawValidator] and the package comment). rawScanner.mediaIntent makes one
+// pass over the raw bytes and checks everything the full path checks — the
 // parser's syntax, UTF-8, depth and duplicate rules, every [Guard] rule on
 // every member name and string, and the rules of media-intent.v1.json plus
 // the publish rule — without building a value tree. Whenever it meets
@@ -101,7 +103,7 @@ func topField(k string) int {
 	return -1
 }
 
-// fastPath holds what acceptMediaIntent needs, set up once.
+// fastPath holds what the fast path needs, set up once.
 type fastPath struct {
 	isIdentifier  func(string) bool
 	isParamName   func(string) bool
@@ -155,8 +157,11 @@ func (mediaIntent) AcceptRaw(doc []byte) bool {
 	}
 	s := fp.scratch.Get().(*fastScratch)
 	s.reset()
-	p := rawScanner{d: unsafe.String(unsafe.SliceData(doc), len(doc)), fp: fp, s: s}
+	p := rawScanner{b: doc, d: unsafe.String(unsafe.SliceData(doc), len(doc)), fp: fp, s: s}
 	ok := p.mediaIntent()
+	if len(s.slots) > maxPooledSlots {
+		s.slots = nil // do not keep what one huge object needed
+	}
 	fp.scratch.Put(s)
 	return ok
 }
@@ -169,6 +174,10 @@ type fastScratch struct {
 	gen   uint32    // slots of other generations are empty
 	count int       // keys in slots of this generation
 }
+
+// maxPooledSlots bounds the name set a pooled fastScratch keeps (1,024
+// names, 32 KiB); documents within the store's size limit rarely need more.
+const maxPooledSlots = 2048
 
 type keySlot struct {
 	h   uint64
@@ -228,7 +237,8 @@ func (s *fastScratch) grow() {
 // copy; nothing derived from it outlives the AcceptRaw call, and the
 // guard's functions keep nothing of the strings they are given.
 type rawScanner struct {
-	d      string
+	b      []byte // the document
+	d      string // the same bytes
 	pos    int
 	fp     *fastPath
 	s      *fastScratch
@@ -513,7 +523,7 @@ func (p *rawScanner) array(depth int) bool {
 func (p *rawScanner) number() bool {
 	d := p.d
 	i := p.pos
-	if d[i] == '-' {
+	if i < len(d) && d[i] == '-' {
 		i++
 	}
 	switch {
@@ -555,10 +565,23 @@ func (p *rawScanner) number() bool {
 // would. Without escapes that is a substring of the document; with escapes
 // it is the scratch buffer, valid until the next call.
 func (p *rawScanner) str() (string, bool) {
-	d := p.d
+	d, b := p.d, p.b
 	i := p.pos + 1 // opening quote
 	start := i
-	for i < len(d) {
+	for {
+		// Eight bytes at a time up to the first that is not plainByte:
+		// most of a document is string contents, and most string contents
+		// are plain ASCII.
+		for i+8 <= len(b) {
+			if m := notPlain(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(d) {
+			return "", false
+		}
 		c := d[i]
 		if plainByte[c] {
 			i++
@@ -581,7 +604,24 @@ func (p *rawScanner) str() (string, bool) {
 			i += size
 		}
 	}
-	return "", false
+}
+
+const (
+	lsbs = 0x0101010101010101
+	msbs = 0x8080808080808080
+)
+
+// notPlain has the top bit set in the lowest byte of x (little endian)
+// that is not plainByte — a quote, a backslash, a control character or
+// non-ASCII — and is zero when there is none. Each subtraction sets a
+// byte's top bit when that byte is below the subtrahend (0x20 for control
+// characters, 1 after XOR for the quote and the backslash); borrows can set
+// more top bits, but only above a byte that really is not plain, and
+// non-ASCII bytes have the top bit set already.
+func notPlain(x uint64) uint64 {
+	q := x ^ (lsbs * '"')
+	bs := x ^ (lsbs * '\\')
+	return (x | (x - lsbs*0x20) | (q - lsbs) | (bs - lsbs)) & msbs
 }
 
 // strEscaped is parser.strEscaped writing into the scratch buffer.

@@ -223,7 +223,7 @@ func credentialWord(name string) string {
 		}
 	}
 	for _, w := range credentialSuffixes {
-		if len(n) >= len(w) && string(n[len(n)-len(w):]) == w {
+		if len(n) >= len(w) && n[len(n)-1] == w[len(w)-1] && string(n[len(n)-len(w):]) == w {
 			return w
 		}
 	}
@@ -241,6 +241,19 @@ func credentialWord(name string) string {
 // exists (the Kelvin sign K, the long s), so a look-alike spelling cannot
 // slip past.
 func normalizeName(dst []byte, name string) []byte {
+	if len(name) <= cap(dst)-len(dst) {
+		// Room for all of name: ASCII goes through a table, without a
+		// branch or a capacity check per byte; bytes dropped are written
+		// and then overwritten.
+		out, n := dst[:cap(dst)], len(dst)
+		i := 0
+		for ; i < len(name) && name[i] < utf8.RuneSelf; i++ {
+			c := name[i]
+			out[n] = asciiNorm[c]
+			n += int(asciiKeep[c])
+		}
+		dst, name = out[:n], name[i:]
+	}
 	for i := 0; i < len(name); {
 		c := name[i]
 		if c < utf8.RuneSelf {
@@ -264,6 +277,20 @@ func normalizeName(dst []byte, name string) []byte {
 	}
 	return dst
 }
+
+// asciiNorm and asciiKeep are normalizeName's ASCII rules as tables.
+var asciiNorm, asciiKeep = func() (norm, keep [utf8.RuneSelf]byte) {
+	for c := range byte(utf8.RuneSelf) {
+		norm[c], keep[c] = c, 1
+		switch {
+		case c >= 'A' && c <= 'Z':
+			norm[c] = c + 'a' - 'A'
+		case c == '_' || c == '-' || c == '.' || c == ' ':
+			keep[c] = 0
+		}
+	}
+	return norm, keep
+}()
 
 // asciiFold returns the lower-case ASCII letter that r case-folds to, or 0.
 func asciiFold(r rune) byte {

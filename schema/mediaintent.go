@@ -21,7 +21,8 @@ var mediaIntentValidator = sync.OnceValue(func() Validator {
 // mediaIntent adds the publish rule in Go ahead of the JSON Schema, which
 // states it too (if/then), so the error says why recording_mode is needed
 // rather than only that it is missing: a publish intent without it would
-// become a zero-value StartPublication that KeepPeek rejects.
+// become a zero-value StartPublication that KeepPeek rejects. It is also a
+// [RawValidator]; see fastpath.go.
 type mediaIntent struct{ schema Validator }
 
 func (m mediaIntent) Validate(doc map[string]any) error {
