@@ -99,6 +99,9 @@ func demo(dir string, out io.Writer) error {
 	if err := demoLease(s, out); err != nil {
 		return err
 	}
+	if err := demoWatch(s, out); err != nil {
+		return err
+	}
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -111,16 +114,26 @@ func demo(dir string, out io.Writer) error {
 	rep := s.OpenReport()
 	ns := s.Namespace(demoNS)
 	fmt.Fprintf(out, "replayed %d records; namespace %s at revision %d, %d entries, %d bytes\n\n", rep.Replayed, demoNS, ns.Revision, ns.Entries, ns.Bytes)
+	// A watch snapshot is the store's listing: every entry of the namespace
+	// at one revision.
+	sess, err := s.OpenSession(statestore.System(), nopSink{})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	list, err := s.Watch(context.Background(), sess, statestore.WatchRequest{WatchID: "list", Namespace: demoNS})
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tKEY\tREVISION\tOWNER\tSCHEMA\tBYTES")
-	for _, key := range []string{demoKey, "observed/front-door-video", demoLeaseKey} {
-		e, err := s.Get(ctx, statestore.System(), demoNS, key)
-		if err != nil {
-			return err
-		}
+	for _, e := range list.Entries {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", e.Namespace, e.Key, e.Revision, e.Owner, e.Schema, len(e.Document))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return demoBackup(dir, s, out)
 }
 
 const demoLeaseKey = "leases/front-door-video-browser-h264-720p"

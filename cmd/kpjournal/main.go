@@ -4,9 +4,22 @@
 //
 //	kpjournal <command> [flags]
 //
-// Commands:
+// Commands (kpjournal <command> --help describes each, with examples):
 //
-//	demo   run two compare-and-set writers on one key, restart, print the replayed state
+//	verify      check every checkpoint and journal record and report each problem (read-only)
+//	replay      print the state as of the journal's end or --at INDEX (read-only)
+//	dump        print journal records in an index range (read-only)
+//	stat        summarize segments, checkpoints, totals and disk use (read-only)
+//	repair      cut a torn final record, or drop records after --truncate-after INDEX (writes)
+//	checkpoint  open the stopped store and write a checkpoint now (writes)
+//	backup      write a backup file of the stopped store (read-only on the store)
+//	restore     build a store from a backup in an empty directory (writes)
+//	demo        run two compare-and-set writers on one key, restart, print the replayed state
+//
+// Every command but demo takes --dir DIR, the media server's storage
+// directory (the store's files are in DIR/state-store), and refuses a store
+// whose LOCK a running process holds: stop the server, or work on a copy.
+// Commands that print data take --json for one JSON document on stdout.
 //
 // Exit codes: 0 success, 1 the command found problems, 2 usage or I/O error.
 package main
@@ -15,7 +28,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 )
 
 // command is one kpjournal subcommand.
@@ -26,6 +38,14 @@ type command struct {
 }
 
 var commands = []command{
+	{"verify", "check every checkpoint and journal record and report each problem (read-only)", runVerify},
+	{"replay", "print the state as of the journal's end or --at INDEX (read-only)", runReplay},
+	{"dump", "print journal records in an index range (read-only)", runDump},
+	{"stat", "summarize segments, checkpoints, totals and disk use (read-only)", runStat},
+	{"repair", "cut a torn final record, or drop records after --truncate-after INDEX (writes)", runRepair},
+	{"checkpoint", "open the stopped store and write a checkpoint now (writes)", runCheckpoint},
+	{"backup", "write a backup file of the stopped store (read-only on the store)", runBackup},
+	{"restore", "build a store from a backup in an empty directory (writes)", runRestore},
 	{"demo", "run two compare-and-set writers on one key, restart, print the replayed state", runDemo},
 }
 
@@ -59,10 +79,13 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "kpjournal: inspect and exercise a KeepPeek state store's files")
 	fmt.Fprintln(w, "\nUsage: kpjournal <command> [flags]   (kpjournal <command> --help for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
-	cs := append([]command(nil), commands...)
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
+	for _, c := range commands {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nExit codes: 0 success, 1 problems found, 2 usage or I/O error")
+	fmt.Fprintln(w, "\nEvery command but demo takes --dir DIR, the media server's storage directory (the store")
+	fmt.Fprintln(w, "is DIR/state-store), and refuses a store whose LOCK a running process holds: stop the")
+	fmt.Fprintln(w, "server first, or copy the directory and run kpjournal on the copy. Commands that print")
+	fmt.Fprintln(w, "data take --json (one JSON document on stdout); errors go to stderr.")
+	fmt.Fprintln(w, "\nExample:\n  kpjournal verify --dir /var/lib/keeppeek")
+	fmt.Fprintln(w, "\nExit codes:\n  0  success\n  1  problems found (damage, a check that failed)\n  2  usage or I/O error (including a store in use)")
 }

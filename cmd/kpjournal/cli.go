@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/quota"
+	"github.com/spf13/pflag"
+)
+
+// cli is what every subcommand shares: its flag set, output streams and
+// the common flags.
+type cli struct {
+	name           string
+	fs             *pflag.FlagSet
+	stdout, stderr io.Writer
+	dir            string
+	json           bool
+	limits         quota.Limits
+}
+
+// newCLI builds a subcommand's flag set. usage is the synopsis line, about
+// the one-paragraph description, examples one command per line.
+func newCLI(name, usage, about string, examples []string, stdout, stderr io.Writer) *cli {
+	c := &cli{name: name, stdout: stdout, stderr: stderr}
+	c.fs = pflag.NewFlagSet(name, pflag.ContinueOnError)
+	c.fs.SetOutput(stderr)
+	c.fs.SortFlags = false
+	c.fs.Usage = func() {
+		// pflag calls this only for --help: help goes to stdout.
+		fmt.Fprintf(stdout, "Usage: kpjournal %s %s\n\n", name, usage)
+		fmt.Fprintln(stdout, wrap(about, 78))
+		fmt.Fprintln(stdout, "\nExamples:")
+		for _, e := range examples {
+			fmt.Fprintln(stdout, "  "+e)
+		}
+		fmt.Fprintln(stdout, "\nFlags:")
+		c.fs.SetOutput(stdout)
+		c.fs.PrintDefaults()
+		c.fs.SetOutput(stderr)
+		fmt.Fprintln(stdout, "\nExit codes: 0 success, 1 problems found, 2 usage or I/O error")
+	}
+	return c
+}
+
+// dirFlag adds --dir.
+func (c *cli) dirFlag() {
+	c.fs.StringVar(&c.dir, "dir", "", "the media server's storage directory (the store is DIR/"+statestore.StoreDirName+")")
+}
+
+// jsonFlag adds --json.
+func (c *cli) jsonFlag() {
+	c.fs.BoolVar(&c.json, "json", false, "print one JSON document on stdout instead of tables")
+}
+
+// limitFlags adds the bounds a store was written with; zero means the default.
+func (c *cli) limitFlags() {
+	c.fs.IntVar(&c.limits.MaxNamespaces, "max-namespaces", 0, "bound: namespaces holding entries (0: default 4096)")
+	c.fs.IntVar(&c.limits.MaxEntriesPerNamespace, "max-entries-per-namespace", 0, "bound: entries in one namespace (0: default 1024)")
+	c.fs.Int64Var(&c.limits.MaxTotalBytes, "max-total-bytes", 0, "bound: value bytes in the whole store (0: default 64 MiB)")
+	c.fs.IntVar(&c.limits.MaxDocumentBytes, "max-document-bytes", 0, "bound: bytes of one document (0: default 16384)")
+}
+
+// parse parses args; a non-negative code means the command must return it.
+func (c *cli) parse(args []string) int {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		return c.usageError("%v", err)
+	}
+	if c.fs.NArg() > 0 {
+		return c.usageError("unexpected argument %q", c.fs.Arg(0))
+	}
+	if _, err := c.limits.WithDefaults(); err != nil {
+		return c.usageError("%v", err)
+	}
+	return -1
+}
+
+// usageError reports a usage problem and returns exitUsage.
+func (c *cli) usageError(format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "kpjournal %s: %s\n", c.name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "Run 'kpjournal %s --help' for usage.\n", c.name)
+	return exitUsage
+}
+
+// fail reports an error and returns code.
+func (c *cli) fail(code int, format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "kpjournal %s: %s\n", c.name, fmt.Sprintf(format, args...))
+	return code
+}
+
+// root is the store's own directory, DIR/state-store.
+func (c *cli) root() string { return filepath.Join(c.dir, statestore.StoreDirName) }
+
+func (c *cli) journalDir() string { return filepath.Join(c.root(), "journal") }
+
+func (c *cli) quarantineDir() string { return filepath.Join(c.root(), "quarantine") }
+
+// openStoreDir checks that --dir names a store and that no live process
+// holds its LOCK. Read-only commands may inspect only a store nobody is
+// writing: a live store changes under them (and the store's own files say
+// nothing of what is in flight). A non-negative code means return it.
+func (c *cli) openStoreDir() int {
+	if c.dir == "" {
+		return c.usageError("--dir is required")
+	}
+	if fi, err := os.Stat(c.root()); err != nil || !fi.IsDir() {
+		hint := ""
+		if _, err := os.Stat(filepath.Join(c.dir, "journal")); err == nil && filepath.Base(filepath.Clean(c.dir)) == statestore.StoreDirName {
+			hint = fmt.Sprintf(" (%s looks like the store directory itself: pass its parent, %s)", c.dir, filepath.Dir(filepath.Clean(c.dir)))
+		}
+		return c.fail(exitUsage, "no store in %s: %s does not exist%s", c.dir, c.root(), hint)
+	}
+	return c.checkNotLive()
+}
+
+// checkNotLive refuses a store whose LOCK a live process holds.
+func (c *cli) checkNotLive() int {
+	lock := filepath.Join(c.root(), "LOCK")
+	if _, err := os.Stat(lock); err != nil {
+		return -1 // no LOCK file: never opened, nobody holds it (probing would create one)
+	}
+	held, err := disk.Held(lock)
+	if err != nil {
+		return c.fail(exitUsage, "cannot probe %s: %v", lock, err)
+	}
+	if held {
+		return c.fail(exitUsage, "the store in %s is in use: %s is held by a running process. "+
+			"Stop the media server first, or copy the directory and run kpjournal on the copy.", c.dir, lock)
+	}
+	return -1
+}
+
+// checker returns the replay checker for the bounds given on the command line.
+func (c *cli) checker() (*statestore.ReplayChecker, error) {
+	return statestore.NewReplayChecker(c.limits, nil)
+}
+
+// wrap folds text into lines of at most width columns.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	col := 0
+	for _, w := range strings.Fields(text) {
+		if col > 0 && col+1+len(w) > width {
+			b.WriteByte('\n')
+			col = 0
+		} else if col > 0 {
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += len(w)
+	}
+	return b.String()
+}

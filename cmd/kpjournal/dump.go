@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/keeppeek/statestore/journal"
+)
+
+const dumpAbout = `Prints the journal records of a stopped store, in index order, without changing anything:
+index, segment file, byte offset, kind, namespace, key, the namespace revision the record produced and
+its commit time, and for a PUT its schema, owner, lease deadline and document size. --from and --to
+bound the range (inclusive; default: everything). --documents adds each PUT's JSON document. Damaged
+entries are reported on stderr (and under "problems" with --json) and the dump goes on past them; the
+exit code is then 1.`
+
+func runDump(args []string, stdout, stderr io.Writer) int {
+	c := newCLI("dump", "--dir DIR [--from INDEX] [--to INDEX] [--documents] [flags]", dumpAbout, []string{
+		"kpjournal dump --dir /var/lib/keeppeek --from 1200 --to 1250",
+		"kpjournal dump --dir /var/lib/keeppeek --documents --json | jq '.records[] | select(.kind == \"EXPIRE\")'",
+	}, stdout, stderr)
+	c.dirFlag()
+	from := c.fs.Uint64("from", 0, "first journal index to print (0: the first record)")
+	to := c.fs.Uint64("to", 0, "last journal index to print (0: the last record)")
+	docs := c.fs.Bool("documents", false, "include each PUT's JSON document")
+	c.jsonFlag()
+	c.limitFlags()
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if *to != 0 && *from > *to {
+		return c.usageError("--from %d is after --to %d", *from, *to)
+	}
+	if code := c.openStoreDir(); code >= 0 {
+		return code
+	}
+	chk, err := c.checker()
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	segs, err := listSegments(c.journalDir())
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	bw := bufio.NewWriterSize(stdout, 64<<10)
+	out := newDumpWriter(bw, c.json, *docs, c.root())
+	var problems []problem
+	prog := startProgress(stderr, "dump", journalSize(segs))
+	err = walkJournal(segs, chk.JournalLimits(), max(*from, 1), *to, prog, func(seg journal.Segment, it *item, f *frame) error {
+		return out.record(seg, it, f)
+	}, func(p problem, torn bool) error {
+		if torn {
+			p.Reason += ": torn final record, never acknowledged (kpjournal repair cuts it)"
+		}
+		problems = append(problems, p)
+		fmt.Fprintf(stderr, "kpjournal dump: %s\n", p)
+		return nil
+	})
+	prog.finish()
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	if err := out.finish(problems); err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	if out.n == 0 && len(problems) == 0 {
+		fmt.Fprintln(stderr, "kpjournal dump: no records in the range")
+	}
+	if len(problems) > 0 {
+		return exitProblems
+	}
+	return exitOK
+}
+
+// dumpRecord is one record in --json output.
+type dumpRecord struct {
+	Index     uint64          `json:"index"`
+	Segment   string          `json:"segment"`
+	Offset    int64           `json:"offset"`
+	Kind      string          `json:"kind"`
+	Namespace string          `json:"namespace"`
+	Key       string          `json:"key"`
+	Revision  uint64          `json:"revision"`
+	TimeMs    int64           `json:"time_ms"`
+	Time      string          `json:"time"`
+	Schema    string          `json:"schema,omitempty"`
+	Owner     string          `json:"owner,omitempty"`
+	ExpiresMs int64           `json:"expires_ms,omitempty"`
+	Expires   string          `json:"expires,omitempty"`
+	Size      *int            `json:"size,omitempty"`
+	Document  json.RawMessage `json:"document,omitempty"`
+}
+
+// dumpWriter streams records as an aligned table (flushed every few
+// thousand rows, so memory stays bounded) or as one JSON document.
+type dumpWriter struct {
+	w     io.Writer
+	json  bool
+	docs  bool
+	store string
+	n     int
+	t     *table
+}
+
+const dumpTableRows = 4096
+
+func newDumpWriter(w io.Writer, asJSON, docs bool, store string) *dumpWriter {
+	return &dumpWriter{w: w, json: asJSON, docs: docs, store: store}
+}
+
+func (d *dumpWriter) header() *table {
+	cols := []string{"INDEX", "SEGMENT", "OFFSET", "KIND", "NAMESPACE", "KEY", "REVISION", "TIME", "SCHEMA", "OWNER", "EXPIRES", "SIZE"}
+	if d.docs {
+		cols = append(cols, "DOCUMENT")
+	}
+	return newTable(d.w, cols...)
+}
+
+func (d *dumpWriter) record(seg journal.Segment, it *item, f *frame) error {
+	if d.json {
+		return d.jsonRecord(seg, it, f)
+	}
+	if d.t == nil {
+		d.t = d.header()
+	}
+	cells := []any{it.index, seg.Name(), it.offset, f.kind, string(f.namespace), string(f.key), f.revision, msTime(f.timeMs)}
+	if f.kind == journal.KindPut {
+		cells = append(cells, string(f.schema), string(f.owner), expiresText(f.expiresMs), len(f.document))
+	} else {
+		cells = append(cells, "-", "-", "-", "-")
+	}
+	if d.docs {
+		doc := "-"
+		if f.kind == journal.KindPut {
+			doc = documentText(f.document)
+		}
+		cells = append(cells, doc)
+	}
+	d.t.row(cells...)
+	d.n++
+	if d.n%dumpTableRows == 0 {
+		return d.t.flush()
+	}
+	return nil
+}
+
+func (d *dumpWriter) jsonRecord(seg journal.Segment, it *item, f *frame) error {
+	if d.n == 0 {
+		fmt.Fprintf(d.w, "{\n  \"store\": %s,\n  \"records\": [\n    ", strconv.Quote(d.store))
+	} else {
+		io.WriteString(d.w, ",\n    ")
+	}
+	r := dumpRecord{Index: it.index, Segment: seg.Name(), Offset: it.offset, Kind: f.kind.String(),
+		Namespace: string(f.namespace), Key: string(f.key), Revision: f.revision, TimeMs: f.timeMs, Time: msTime(f.timeMs)}
+	if f.kind == journal.KindPut {
+		size := len(f.document)
+		r.Schema, r.Owner, r.ExpiresMs, r.Size = string(f.schema), string(f.owner), f.expiresMs, &size
+		if f.expiresMs != 0 {
+			r.Expires = msTime(f.expiresMs)
+		}
+		if d.docs {
+			r.Document = documentJSON(f.document)
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	d.n++
+	_, err = d.w.Write(b)
+	return err
+}
+
+func (d *dumpWriter) finish(problems []problem) error {
+	if !d.json {
+		if d.t == nil {
+			d.t = d.header()
+		}
+		return d.t.flush()
+	}
+	if d.n == 0 {
+		fmt.Fprintf(d.w, "{\n  \"store\": %s,\n  \"records\": [", strconv.Quote(d.store))
+	} else {
+		io.WriteString(d.w, "\n  ")
+	}
+	if problems == nil {
+		problems = []problem{}
+	}
+	b, err := json.Marshal(problems)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(d.w, "],\n  \"problems\": %s\n}\n", b)
+	return err
+}
+
+// documentText is a document on one line: compacted JSON, or quoted bytes
+// when it is not JSON.
+func documentText(doc []byte) string {
+	var b bytes.Buffer
+	if json.Compact(&b, doc) == nil {
+		return b.String()
+	}
+	return strconv.Quote(string(doc))
+}
+
+// documentJSON embeds a document in JSON output: as itself when it is JSON,
+// as a string otherwise.
+func documentJSON(doc []byte) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, doc) == nil {
+		return b.Bytes()
+	}
+	q, _ := json.Marshal(string(doc))
+	return q
+}

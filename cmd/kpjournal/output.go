@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// table writes aligned columns.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(toAny(header)...)
+	}
+	return t
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// row writes one row; cells are formatted with %v.
+func (t *table) row(cells ...any) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(t.tw, "\t")
+		}
+		fmt.Fprint(t.tw, c)
+	}
+	io.WriteString(t.tw, "\n")
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// writeJSON prints v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// msTime formats a Unix ms timestamp as RFC 3339 with milliseconds, UTC.
+func msTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// expiresText is an entry's lease deadline, or "-" without a lease.
+func expiresText(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return msTime(ms)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// progress draws a percentage bar on a terminal for work that takes longer
+// than a second; elsewhere (pipes, files, tests) it draws nothing.
+type progress struct {
+	w     io.Writer
+	label string
+	total int64
+	done  atomic.Int64
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// startProgress starts a progress display of total units on w, if w is a
+// terminal. Call add as work completes and finish at the end.
+func startProgress(w io.Writer, label string, total int64) *progress {
+	p := &progress{w: w, label: label, total: total, stop: make(chan struct{})}
+	if !isTerminal(w) || total <= 0 {
+		return p
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		delay := time.NewTimer(time.Second)
+		defer delay.Stop()
+		select {
+		case <-delay.C:
+		case <-p.stop:
+			return
+		}
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			p.draw()
+			select {
+			case <-tick.C:
+			case <-p.stop:
+				p.draw()
+				fmt.Fprint(p.w, "\r"+strings.Repeat(" ", 60)+"\r")
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) draw() {
+	pct := float64(p.done.Load()) * 100 / float64(p.total)
+	if pct > 100 {
+		pct = 100
+	}
+	const width = 30
+	n := int(pct / 100 * width)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %5.1f%%", p.label, strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
+}
+
+func (p *progress) add(n int64) { p.done.Add(n) }
+
+func (p *progress) finish() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.wg.Wait()
+}

@@ -1,0 +1,479 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/journal"
+)
+
+const repairAbout = `Repairs a stopped store's journal; it writes. Without --truncate-after it cuts a torn
+final record (the last segment ends inside a record, or with one failing its checksum, and no valid
+record follows): it opens the journal as the store does, which keeps a copy of the damaged segment in
+quarantine/, cuts the segment back to its last whole record and fsyncs it; the cut record was never
+acknowledged. With --truncate-after INDEX it drops every record after INDEX, for damage in the middle of
+the journal: it first prints what would be lost (records, index range and revisions per namespace),
+then keeps a copy of the segment holding INDEX in quarantine/ and cuts it after record INDEX, moves every
+later segment and every checkpoint beyond INDEX into quarantine/, and fsyncs the files and directories.
+Acknowledged writes after INDEX are lost, so it asks for confirmation on a terminal and requires --yes
+otherwise. The store must not be running.`
+
+func runRepair(args []string, stdout, stderr io.Writer) int {
+	c := newCLI("repair", "--dir DIR [--truncate-after INDEX] [--yes] [flags]", repairAbout, []string{
+		"kpjournal repair --dir /var/lib/keeppeek",
+		"kpjournal repair --dir /var/lib/keeppeek --truncate-after 1199 --yes",
+	}, stdout, stderr)
+	c.dirFlag()
+	after := c.fs.Int64("truncate-after", -1, "drop every record after this journal index (-1: only cut a torn final record)")
+	yes := c.fs.Bool("yes", false, "do not ask for confirmation (required when stdin is not a terminal)")
+	c.jsonFlag()
+	c.limitFlags()
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if *after < -1 {
+		return c.usageError("--truncate-after %d is negative", *after)
+	}
+	if code := c.openStoreDir(); code >= 0 {
+		return code
+	}
+	// Hold the LOCK while writing, so the store cannot start meanwhile.
+	lock, err := disk.LockFile(filepath.Join(c.root(), "LOCK"))
+	if err != nil {
+		return c.fail(exitUsage, "%v: stop the media server first", err)
+	}
+	defer lock.Release()
+	chk, err := c.checker()
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	r := &repairer{c: c, lim: chk.JournalLimits(), yes: *yes}
+	if *after >= 0 {
+		return r.truncateAfter(uint64(*after))
+	}
+	return r.cutTail()
+}
+
+type repairer struct {
+	c   *cli
+	lim journal.Limits
+	yes bool
+}
+
+// confirm asks before writing: on a terminal it asks, elsewhere it needs --yes.
+func (r *repairer) confirm(question string) int {
+	if r.yes {
+		return -1
+	}
+	if !isTerminal(os.Stdin) {
+		return r.c.fail(exitUsage, "refusing to change the store without --yes (stdin is not a terminal to ask on)")
+	}
+	fmt.Fprintf(r.c.stderr, "%s Type yes to continue: ", question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if strings.TrimSpace(line) != "yes" {
+		return r.c.fail(exitUsage, "not confirmed; nothing changed")
+	}
+	return -1
+}
+
+type tailCutReport struct {
+	Store   string           `json:"store"`
+	Cut     *journal.TailCut `json:"cut"`
+	Nothing string           `json:"nothing_to_do,omitempty"`
+	Damage  []problem        `json:"other_damage,omitempty"`
+	Markers []string         `json:"finished_truncations,omitempty"`
+}
+
+// cutTail cuts a torn final record with journal.Open, the store's own repair.
+func (r *repairer) cutTail() int {
+	c := r.c
+	segs, err := listSegments(c.journalDir())
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	rep := tailCutReport{Store: c.root()}
+	var torn *problem
+	prog := startProgress(c.stderr, "scan", journalSize(segs))
+	err = walkJournal(segs, r.lim, 1, 0, prog, func(journal.Segment, *item, *frame) error { return nil }, func(p problem, isTorn bool) error {
+		if isTorn {
+			torn = &p
+		} else {
+			rep.Damage = append(rep.Damage, p)
+		}
+		return nil
+	})
+	prog.finish()
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	rep.Markers = truncationMarkers(c.journalDir())
+	if len(rep.Damage) > 0 {
+		first := rep.Damage[0]
+		for _, p := range rep.Damage {
+			fmt.Fprintf(c.stderr, "kpjournal repair: %s\n", p)
+		}
+		hint := ""
+		if first.Index > 1 {
+			hint = fmt.Sprintf(" (--truncate-after %d drops everything from the first damaged record on)", first.Index-1)
+		}
+		return c.fail(exitProblems, "the journal is damaged before its end, which is not a torn tail: nothing changed. "+
+			"Decide what to drop with kpjournal verify and dump, then use --truncate-after%s", hint)
+	}
+	if torn == nil && len(rep.Markers) == 0 {
+		rep.Nothing = "the journal ends with a whole record: nothing to repair"
+		return r.report(rep, exitOK)
+	}
+	if torn != nil {
+		fmt.Fprintf(c.stderr, "kpjournal repair: will cut %s at offset %d (index %s): %s\n", torn.File, torn.Offset, indexText(torn.Index), torn.Reason)
+		if code := r.confirm("Cut the torn final record (it was never acknowledged)?"); code >= 0 {
+			return code
+		}
+	}
+	j, cut, err := journal.Open(c.journalDir(), journal.Options{Limits: r.lim, QuarantineDir: c.quarantineDir()})
+	if err != nil {
+		return c.fail(exitProblems, "%v; nothing was cut", err)
+	}
+	if err := j.Close(); err != nil {
+		return c.fail(exitUsage, "close journal: %v", err)
+	}
+	rep.Cut = cut
+	return r.report(rep, exitOK)
+}
+
+func (r *repairer) report(rep tailCutReport, code int) int {
+	c := r.c
+	if c.json {
+		if err := writeJSON(c.stdout, rep); err != nil {
+			return c.fail(exitUsage, "%v", err)
+		}
+		return code
+	}
+	for _, m := range rep.Markers {
+		fmt.Fprintf(c.stdout, "finished an interrupted truncation (%s)\n", m)
+	}
+	if rep.Nothing != "" {
+		fmt.Fprintln(c.stdout, rep.Nothing)
+	}
+	if cut := rep.Cut; cut != nil {
+		fmt.Fprintf(c.stdout, "cut segment %s at offset %d: %d bytes of a torn record that would have had index %d (%s)\n",
+			cut.Segment, cut.Offset, cut.Bytes, cut.Index, cut.Reason)
+		fmt.Fprintf(c.stdout, "the damaged segment as found is kept at %s\n", cut.SavedAs)
+	}
+	return code
+}
+
+func truncationMarkers(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// lossRow is what --truncate-after drops in one namespace.
+type lossRow struct {
+	Namespace    string `json:"namespace"`
+	Records      int    `json:"records"`
+	FirstIndex   uint64 `json:"first_index"`
+	LastIndex    uint64 `json:"last_index"`
+	FromRevision uint64 `json:"from_revision"`
+	ToRevision   uint64 `json:"to_revision"`
+}
+
+type truncatePlan struct {
+	Store          string    `json:"store"`
+	After          uint64    `json:"after"`
+	Records        int       `json:"records_dropped"`
+	FirstIndex     uint64    `json:"first_index_dropped,omitempty"`
+	LastIndex      uint64    `json:"last_index_dropped,omitempty"`
+	Damaged        int       `json:"damaged_entries_dropped"`
+	Namespaces     []lossRow `json:"namespaces"`
+	Checkpoints    []string  `json:"checkpoints_moved"`
+	Segments       []string  `json:"segments_moved"`
+	CutSegment     string    `json:"cut_segment,omitempty"`
+	CutOffset      int64     `json:"cut_offset,omitempty"`
+	Quarantine     []string  `json:"quarantined"`
+	segs           []journal.Segment
+	cutAt          int   // index into segs of the segment cut (or -1: every segment goes)
+	cutSize        int64 // its size after the cut
+	createEmptyAt  uint64
+	firstDamage    *problem
+	found          bool
+	lastKnown      uint64
+	firstAvailable uint64
+}
+
+// truncateAfter drops every record after index after.
+func (r *repairer) truncateAfter(after uint64) int {
+	c := r.c
+	p, code := r.plan(after)
+	if code >= 0 {
+		return code
+	}
+	if !c.json {
+		r.printPlan(p)
+	}
+	if p.Records == 0 && p.Damaged == 0 && len(p.Checkpoints) == 0 {
+		if c.json {
+			writeJSON(c.stdout, p)
+		} else {
+			fmt.Fprintf(c.stdout, "nothing to drop: the journal ends at index %d\n", after)
+		}
+		return exitOK
+	}
+	if code := r.confirm(fmt.Sprintf("Drop %d acknowledged records after index %d?", p.Records, after)); code >= 0 {
+		return code
+	}
+	if err := r.apply(p); err != nil {
+		return c.fail(exitUsage, "%v (files already moved are in %s)", err, c.quarantineDir())
+	}
+	if c.json {
+		if err := writeJSON(c.stdout, p); err != nil {
+			return c.fail(exitUsage, "%v", err)
+		}
+		return exitOK
+	}
+	for _, q := range p.Quarantine {
+		fmt.Fprintf(c.stdout, "kept %s\n", q)
+	}
+	fmt.Fprintf(c.stdout, "the journal now ends at index %d; run kpjournal verify to check the result\n", after)
+	return exitOK
+}
+
+// plan scans the journal and works out what truncating after index after
+// drops, refusing what would leave a store that cannot open.
+func (r *repairer) plan(after uint64) (*truncatePlan, int) {
+	c := r.c
+	segs, err := listSegments(c.journalDir())
+	if err != nil {
+		return nil, c.fail(exitUsage, "%v", err)
+	}
+	if len(segs) == 0 {
+		return nil, c.fail(exitUsage, "the journal holds no segment")
+	}
+	p := &truncatePlan{Store: c.root(), After: after, segs: segs, cutAt: -1, Namespaces: []lossRow{},
+		Checkpoints: []string{}, Segments: []string{}, Quarantine: []string{}, firstAvailable: segs[0].Start}
+	if after+1 < segs[0].Start {
+		return nil, c.fail(exitUsage, "index %d is before the oldest record available (%d): the journal cannot be cut there", after, segs[0].Start)
+	}
+	loss := map[string]*lossRow{}
+	var expect uint64
+	var prev journal.Segment
+	i := -1
+	var f frame
+	prog := startProgress(c.stderr, "scan", journalSize(segs))
+	defer prog.finish()
+	err = scanJournal(segs, r.lim, runtime.GOMAXPROCS(0), nil, func(s *segmentScan) error {
+		prog.add(s.seg.Size)
+		i++
+		if expect != 0 && s.seg.Start != expect && s.seg.Start <= after+1 && p.firstDamage == nil {
+			p.firstDamage = &problem{Severity: corruption, File: segFile(prev.Name()), Offset: prev.Size, Index: expect, Reason: "records missing between segments"}
+		}
+		expect, prev = s.next, s.seg
+		di := 0
+		for _, it := range s.items {
+			for ; di < len(s.damage) && s.damage[di].offset < it.offset; di++ {
+				r.noteDamage(p, s, di)
+			}
+			switch {
+			case it.index != 0 && it.index <= after:
+				p.lastKnown = it.index
+				if it.index == after {
+					p.found, p.cutAt, p.cutSize = true, i, int64(it.to)
+				}
+			default: // after the cut (an unknown index here means damage before it, refused below)
+				parseFields(s.data[it.from:it.to], r.lim, &f)
+				row := loss[string(f.namespace)]
+				if row == nil {
+					row = &lossRow{Namespace: string(f.namespace), FirstIndex: it.index, FromRevision: f.revision}
+					loss[row.Namespace] = row
+				}
+				row.Records++
+				row.LastIndex, row.ToRevision = it.index, f.revision
+				p.Records++
+				if p.FirstIndex == 0 {
+					p.FirstIndex = it.index
+				}
+				p.LastIndex = it.index
+			}
+		}
+		for ; di < len(s.damage); di++ {
+			r.noteDamage(p, s, di)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.fail(exitUsage, "%v", err)
+	}
+	if d := p.firstDamage; d != nil {
+		hint := ""
+		if d.Index > 0 {
+			hint = fmt.Sprintf(": truncate after %d instead", d.Index-1)
+		}
+		return nil, c.fail(exitProblems, "damage at index %s (%s, offset %s) lies at or before index %d, so cutting there leaves it in place%s",
+			indexText(d.Index), d.File, offsetText(d.Offset), after, hint)
+	}
+	if !p.found && after+1 != segs[0].Start {
+		return nil, c.fail(exitUsage, "index %d is not a whole record of the journal (its last whole record is %d)", after, p.lastKnown)
+	}
+	if !p.found {
+		p.createEmptyAt = after + 1 // every record goes; the journal restarts empty at after+1
+	}
+	for k := range segs {
+		switch {
+		case k == p.cutAt:
+			if p.cutSize < segs[k].Size {
+				p.CutSegment, p.CutOffset = segs[k].Name(), p.cutSize
+			}
+		case p.cutAt == -1 || k > p.cutAt:
+			p.Segments = append(p.Segments, segs[k].Name())
+		}
+	}
+	for _, row := range loss {
+		p.Namespaces = append(p.Namespaces, *row)
+	}
+	sort.Slice(p.Namespaces, func(a, b int) bool { return p.Namespaces[a].Namespace < p.Namespaces[b].Namespace })
+	// Checkpoints ahead of the cut would be ahead of the journal; one at
+	// or below it that the journal continues must remain, unless the
+	// journal starts at 1.
+	ckpts, err := listCheckpoints(c.root())
+	if err != nil {
+		return nil, c.fail(exitUsage, "%v", err)
+	}
+	covered := segs[0].Start == 1
+	for _, ck := range ckpts {
+		if ck.Index > after {
+			p.Checkpoints = append(p.Checkpoints, ck.Name())
+		} else if ck.Index+1 >= segs[0].Start {
+			covered = true
+		}
+	}
+	if !covered {
+		return nil, c.fail(exitUsage, "after the cut no checkpoint at or below index %d would remain that the journal (starting at %d) continues: the store could not open",
+			after, segs[0].Start)
+	}
+	return p, -1
+}
+
+func (r *repairer) noteDamage(p *truncatePlan, s *segmentScan, i int) {
+	d := s.damage[i]
+	known := d.index != 0 && d.index <= p.After
+	if known || (d.index == 0 && !p.found) {
+		if p.firstDamage == nil {
+			p.firstDamage = &problem{Severity: corruption, File: segFile(s.seg.Name()), Offset: d.offset, Index: d.index, Reason: d.reason}
+		}
+		return
+	}
+	p.Damaged++
+}
+
+func (r *repairer) printPlan(p *truncatePlan) {
+	w := r.c.stdout
+	if p.Records > 0 {
+		fmt.Fprintf(w, "truncating after index %d drops %d records (indexes %d..%d):\n", p.After, p.Records, p.FirstIndex, p.LastIndex)
+		t := newTable(w, "NAMESPACE", "RECORDS", "INDEXES", "REVISIONS")
+		for _, n := range p.Namespaces {
+			t.row(n.Namespace, n.Records, fmt.Sprintf("%d..%d", n.FirstIndex, n.LastIndex), fmt.Sprintf("%d..%d", n.FromRevision, n.ToRevision))
+		}
+		t.flush()
+	}
+	if p.Damaged > 0 {
+		fmt.Fprintf(w, "and %d damaged entries after index %d\n", p.Damaged, p.After)
+	}
+	if p.CutSegment != "" {
+		fmt.Fprintf(w, "segment %s is cut at offset %d (a copy is kept in quarantine/)\n", p.CutSegment, p.CutOffset)
+	}
+	for _, s := range p.Segments {
+		fmt.Fprintf(w, "segment %s moves to quarantine/\n", s)
+	}
+	for _, ck := range p.Checkpoints {
+		fmt.Fprintf(w, "checkpoint %s is ahead of index %d and moves to quarantine/\n", ck, p.After)
+	}
+}
+
+// apply carries out a plan. Order keeps the store openable at every step a
+// crash could interrupt: checkpoints ahead of the cut go first, then whole
+// segments from the end backwards (each removal made durable before the
+// next), then the cut segment, so the journal is always a prefix of itself.
+func (r *repairer) apply(p *truncatePlan) error {
+	c := r.c
+	q := c.quarantineDir()
+	if err := os.MkdirAll(q, 0o755); err != nil {
+		return err
+	}
+	if err := disk.SyncDir(c.root()); err != nil {
+		return err
+	}
+	stamp := fmt.Sprintf(".%d", time.Now().UnixNano())
+	move := func(from, name, why string) error {
+		to := filepath.Join(q, name+stamp+why)
+		if err := os.Rename(from, to); err != nil {
+			return err
+		}
+		p.Quarantine = append(p.Quarantine, to)
+		if err := disk.SyncDir(q); err != nil {
+			return err
+		}
+		return disk.SyncDir(filepath.Dir(from))
+	}
+	for _, name := range p.Checkpoints {
+		if err := move(filepath.Join(c.root(), name), name, ".ahead"); err != nil {
+			return err
+		}
+	}
+	for k := len(p.Segments) - 1; k >= 0; k-- {
+		name := p.Segments[k]
+		if err := move(filepath.Join(c.journalDir(), name), name, ".dropped"); err != nil {
+			return err
+		}
+	}
+	if p.CutSegment != "" {
+		src := filepath.Join(c.journalDir(), p.CutSegment)
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		keep := filepath.Join(q, p.CutSegment+stamp+".before-truncate")
+		if err := disk.WriteAtomic(keep, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+			return err
+		}
+		p.Quarantine = append(p.Quarantine, keep)
+		if err := truncateFile(src, p.CutOffset); err != nil {
+			return err
+		}
+		if err := disk.SyncDir(c.journalDir()); err != nil {
+			return err
+		}
+	}
+	if p.createEmptyAt != 0 {
+		if err := journal.CreateEmpty(c.journalDir(), p.createEmptyAt); err != nil {
+			return err
+		}
+	}
+	return disk.SyncDir(c.root())
+}
+
+// truncateFile cuts path to size and fsyncs it.
+func truncateFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
+}

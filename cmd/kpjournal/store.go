@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+)
+
+// ckpt is one checkpoint file and, once loaded, its image.
+type ckpt struct {
+	checkpoint.File
+	Size   int64
+	Header checkpoint.Header
+	View   *materialize.View // nil until loaded, or when it failed to load
+	Err    error             // why the header or image is refused
+	Offset int64             // file offset of the damage, -1 if unknown
+}
+
+// listCheckpoints lists the store's checkpoint files (oldest first) with
+// their sizes and headers; it loads no image.
+func listCheckpoints(root string) ([]*ckpt, error) {
+	files, err := checkpoint.List(root)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ckpt, 0, len(files))
+	for _, f := range files {
+		c := &ckpt{File: f, Offset: -1}
+		if fi, err := os.Stat(f.Path); err == nil {
+			c.Size = fi.Size()
+		}
+		fh, err := os.Open(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		c.Header, c.Err = checkpoint.ReadHeader(fh)
+		fh.Close()
+		c.note(c.Err)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (c *ckpt) note(err error) {
+	if err == nil {
+		return
+	}
+	c.Err = err
+	var ce *checkpoint.Error
+	if errors.As(err, &ce) {
+		c.Offset = ce.Offset
+	}
+}
+
+// load decodes the image with the checks the store applies at open: the
+// decoder's bounds, the header's index against the file name, and every
+// bound and identifier rule on the whole image.
+func (c *ckpt) load(chk *statestore.ReplayChecker) error {
+	if c.View != nil {
+		return nil
+	}
+	h, v, err := checkpoint.ReadFile(c.Path, chk.CheckpointLimits())
+	if err == nil && h.Index != c.Index {
+		err = fmt.Errorf("header index %d disagrees with the file name (index %d)", h.Index, c.Index)
+	}
+	if err == nil {
+		if err = chk.CheckView(v); err != nil {
+			err = fmt.Errorf("image over limits or invalid: %w", err)
+		}
+	}
+	if err != nil {
+		c.note(err)
+		return err
+	}
+	c.Header, c.View, c.Err = h, v, nil
+	return nil
+}
+
+// journalSize is the total size of the segment files.
+func journalSize(segs []journal.Segment) int64 {
+	var n int64
+	for _, s := range segs {
+		n += s.Size
+	}
+	return n
+}
+
+// listSegments lists the journal's segments; a missing journal directory
+// is an empty journal.
+func listSegments(dir string) ([]journal.Segment, error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return journal.ListSegments(dir)
+}
+
+// Name is the checkpoint's file name.
+func (c *ckpt) Name() string { return filepath.Base(c.Path) }

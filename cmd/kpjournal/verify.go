@@ -1,0 +1,437 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/schema"
+)
+
+const verifyAbout = `Checks a stopped store's files without changing them: every checkpoint
+(decoded within the bounds, then every bound and identifier rule on the image); every journal record's
+framing and CRC-32C in every segment, going on past damage so that each problem is reported, not just
+the first; index continuity across segments; a semantic replay from the newest checkpoint that loads
+(revision continuity, identifiers, schema and owner, every bound, and every PUT document validated
+against its schema); and that the journal continues that checkpoint. Each problem names the file, byte
+offset, journal index and reason. A torn final record of the last segment is REPAIRABLE (kpjournal
+repair cuts it); anything else is CORRUPTION. Overdue leases are listed as notes: the store purges them
+when it opens. Pass the bounds the store runs with if they differ from the defaults. Throughput is
+printed on stderr.`
+
+func runVerify(args []string, stdout, stderr io.Writer) int {
+	c := newCLI("verify", "--dir DIR [flags]", verifyAbout, []string{
+		"kpjournal verify --dir /var/lib/keeppeek",
+		"kpjournal verify --dir /backup/copy --json --max-entries-per-namespace 256",
+	}, stdout, stderr)
+	c.dirFlag()
+	c.jsonFlag()
+	c.limitFlags()
+	maxProblems := c.fs.Int("max-problems", 100, "list at most this many problems (0: all); the count is always exact")
+	exact := c.fs.Bool("exact-replay", false, "replay through materialize.View and ReplayChecker.Check, the code the store runs at open (same verdicts, several times slower)")
+	workers := c.fs.Int("workers", runtime.GOMAXPROCS(0), "goroutines reading and checking segments")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if code := c.openStoreDir(); code >= 0 {
+		return code
+	}
+	reg := schema.NewRegistry()
+	chk, err := statestore.NewReplayChecker(c.limits, reg)
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	v := &verifier{c: c, chk: chk, reg: reg, exact: *exact, workers: *workers}
+	rep, err := v.run()
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	fmt.Fprintf(stderr, "kpjournal verify: %d records, %.1f MB in %v: %.0f records/s, %.1f MB/s\n",
+		rep.Throughput.Records, float64(rep.Throughput.Bytes)/1e6, time.Duration(rep.Throughput.Seconds*float64(time.Second)).Round(time.Millisecond),
+		rep.Throughput.RecordsPerSecond, rep.Throughput.MBPerSecond)
+	if c.json {
+		if err := writeJSON(stdout, rep); err != nil {
+			return c.fail(exitUsage, "%v", err)
+		}
+	} else if err := rep.print(stdout, *maxProblems); err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	if len(rep.Problems) > 0 {
+		return exitProblems
+	}
+	return exitOK
+}
+
+// verifyReport is what verify found; it is also the --json document.
+type verifyReport struct {
+	Store       string         `json:"store"`
+	OK          bool           `json:"ok"`
+	Checkpoints []ckptVerdict  `json:"checkpoints"`
+	Journal     journalSummary `json:"journal"`
+	Replay      replaySummary  `json:"replay"`
+	Problems    []problem      `json:"problems"`
+	Notes       []string       `json:"notes"`
+	Overdue     []lease        `json:"overdue_leases"`
+	Throughput  throughput     `json:"throughput"`
+}
+
+type ckptVerdict struct {
+	Name  string `json:"name"`
+	Index uint64 `json:"index"`
+	Size  int64  `json:"size"`
+	Error string `json:"error,omitempty"`
+	Base  bool   `json:"replay_base"`
+}
+
+type journalSummary struct {
+	Segments   int    `json:"segments"`
+	FirstIndex uint64 `json:"first_index"` // 0 when the journal has no segment
+	LastIndex  uint64 `json:"last_index"`  // last valid record (first_index-1 when empty)
+	Records    int    `json:"records"`     // valid records
+	Bytes      int64  `json:"bytes"`
+}
+
+type replaySummary struct {
+	FromIndex  uint64 `json:"from_index"`
+	Records    int    `json:"records"`
+	StoppedAt  uint64 `json:"stopped_at,omitempty"` // index where the replay had to stop, if it did
+	Entries    int    `json:"entries"`
+	Bytes      int64  `json:"bytes"`
+	Namespaces int    `json:"namespaces"`
+}
+
+type throughput struct {
+	Seconds          float64 `json:"seconds"`
+	Records          int     `json:"records"`
+	Bytes            int64   `json:"bytes"`
+	RecordsPerSecond float64 `json:"records_per_second"`
+	MBPerSecond      float64 `json:"mb_per_second"`
+}
+
+type verifier struct {
+	c       *cli
+	chk     *statestore.ReplayChecker
+	reg     *schema.Registry
+	exact   bool
+	workers int
+	rep     verifyReport
+
+	// semantic replay
+	rp        replayer
+	from      uint64 // first index the replay applies
+	replaying bool
+	lim       journal.Limits
+	segNo     int   // segments taken in so far
+	frame     frame // reused for every record, so replaying allocates nothing per record
+}
+
+func (v *verifier) problem(sev, file string, off int64, idx uint64, format string, args ...any) {
+	v.rep.Problems = append(v.rep.Problems, problem{Severity: sev, File: file, Offset: off, Index: idx, Reason: fmt.Sprintf(format, args...)})
+}
+
+// stopReplay ends the semantic replay at index idx.
+func (v *verifier) stopReplay(idx uint64, why string) {
+	if !v.replaying {
+		return
+	}
+	v.replaying = false
+	v.rep.Replay.StoppedAt = idx
+	v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("semantic replay stopped at index %s: %s; records after it were checked for framing and documents only", indexText(idx), why))
+}
+
+func (v *verifier) run() (*verifyReport, error) {
+	start := time.Now()
+	root := v.c.root()
+	v.rep.Store = root
+	ckpts, err := listCheckpoints(root)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := listSegments(v.c.journalDir())
+	if err != nil {
+		return nil, err
+	}
+	total := journalSize(segs)
+	for _, ck := range ckpts {
+		total += ck.Size
+	}
+	prog := startProgress(v.c.stderr, "verify", total)
+	defer prog.finish()
+
+	// Checkpoints: every one is decoded and checked; the newest that loads
+	// is where the semantic replay starts, as at open.
+	var base *ckpt
+	for i := len(ckpts) - 1; i >= 0; i-- {
+		ck := ckpts[i]
+		if err := ck.load(v.chk); err != nil {
+			v.problem(corruption, ck.Name(), ck.Offset, ck.Index, "checkpoint does not load: %v", err)
+		} else if base == nil {
+			base = ck
+		}
+		prog.add(ck.Size)
+	}
+	for _, ck := range ckpts {
+		cv := ckptVerdict{Name: ck.Name(), Index: ck.Index, Size: ck.Size, Base: ck == base}
+		if ck.Err != nil {
+			cv.Error = ck.Err.Error()
+		}
+		v.rep.Checkpoints = append(v.rep.Checkpoints, cv)
+	}
+	v.from = 1
+	if base != nil {
+		v.from = base.Index + 1
+		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("semantic replay starts from %s (index %d)", base.Name(), base.Index))
+	}
+	var baseView *materialize.View
+	if base != nil {
+		baseView = base.View
+	}
+	if v.exact {
+		v.rp = newViewReplayer(v.chk, baseView)
+	} else {
+		limits, _ := v.c.limits.WithDefaults() // parse checked them
+		v.rp = newMapReplayer(v.chk, v.reg, limits, baseView)
+	}
+	v.rep.Replay.FromIndex = v.from
+	v.replaying = true
+	v.markers()
+
+	js := &v.rep.Journal
+	js.Segments, js.Bytes = len(segs), journalSize(segs)
+	if len(segs) > 0 {
+		js.FirstIndex = segs[0].Start
+		js.LastIndex = segs[0].Start - 1
+		if segs[0].Start > v.from {
+			if base != nil {
+				v.problem(corruption, segFile(segs[0].Name()), 0, v.from, "checkpoint %s ends at index %d but the journal starts at %d: records %d..%d are missing",
+					base.Name(), base.Index, segs[0].Start, v.from, segs[0].Start-1)
+			} else {
+				v.problem(corruption, segFile(segs[0].Name()), 0, 1, "journal starts at index %d but no checkpoint covers indexes before it", segs[0].Start)
+			}
+			v.stopReplay(v.from, "records before the journal's first segment are missing")
+		}
+	} else if base != nil && base.Index > 0 {
+		v.problem(corruption, "journal", -1, base.Index+1, "the journal directory holds no segment, so nothing continues checkpoint %s at index %d", base.Name(), base.Index)
+	}
+
+	v.lim = v.chk.JournalLimits()
+	lim := v.lim
+	docs := make([]docChecker, max(v.workers, 1))
+	var expect uint64 // index the next segment must start at; 0 when unknown
+	var prev *journal.Segment
+	err = scanJournal(segs, lim, v.workers,
+		func(w int, s *segmentScan, it *item, f *frame) { docs[w].check(v.chk, s, it, f) },
+		func(s *segmentScan) error {
+			v.segment(s, segs, prev, expect)
+			expect = s.next
+			seg := s.seg
+			prev = &seg
+			prog.add(s.seg.Size)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+
+	// The newest loadable checkpoint must lie within the journal's range.
+	if base != nil && len(segs) > 0 && js.LastIndex < base.Index {
+		v.problem(corruption, base.Name(), -1, base.Index, "checkpoint is at index %d but the journal ends at %d", base.Index, js.LastIndex)
+	}
+	v.rep.Replay.Entries, v.rep.Replay.Bytes, v.rep.Replay.Namespaces = v.rp.totals()
+	v.rep.Overdue = v.rp.overdue(time.Now().UnixMilli())
+	for _, l := range v.rep.Overdue {
+		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("lease %s/%s expired at %s: the store purges it (journaling an EXPIRE) when it opens", l.Namespace, l.Key, l.Expires))
+	}
+	v.rep.OK = len(v.rep.Problems) == 0
+	el := time.Since(start).Seconds()
+	tp := &v.rep.Throughput
+	tp.Seconds, tp.Records, tp.Bytes = el, js.Records, total
+	if el > 0 {
+		tp.RecordsPerSecond, tp.MBPerSecond = float64(js.Records)/el, float64(total)/1e6/el
+	}
+	if v.rep.Problems == nil {
+		v.rep.Problems = []problem{}
+	}
+	if v.rep.Notes == nil {
+		v.rep.Notes = []string{}
+	}
+	if v.rep.Overdue == nil {
+		v.rep.Overdue = []lease{}
+	}
+	return &v.rep, nil
+}
+
+// segment takes in one scanned segment, in index order: continuity with
+// the previous one, its damage, its documents, and the semantic replay of
+// its records.
+func (v *verifier) segment(s *segmentScan, segs []journal.Segment, prev *journal.Segment, expect uint64) {
+	js := &v.rep.Journal
+	name := segFile(s.seg.Name())
+	k := v.segNo
+	v.segNo++
+	isLast := k == len(segs)-1
+	var nextStart uint64
+	if !isLast {
+		nextStart = segs[k+1].Start
+	}
+	if prev != nil && expect != 0 && s.seg.Start != expect {
+		v.problem(corruption, segFile(prev.Name()), prev.Size, expect,
+			"segment holds records up to index %d but the next segment, %s, starts at %d (missing or duplicated segment)", expect-1, s.seg.Name(), s.seg.Start)
+		if s.seg.Start > expect && s.seg.Start > v.from {
+			v.stopReplay(expect, "records are missing between segments")
+		}
+	}
+	js.Records += s.records
+	// Problems come out in file order: damage and documents by offset.
+	di, pi := 0, 0
+	for _, it := range s.items {
+		for di < len(s.damage) && s.damage[di].offset < it.offset {
+			v.damage(s, name, isLast, di)
+			di++
+		}
+		for pi < len(s.docProblems) && s.docProblems[pi].Offset <= it.offset {
+			v.rep.Problems = append(v.rep.Problems, s.docProblems[pi])
+			pi++
+		}
+		idx := it.index
+		if idx != 0 && idx > js.LastIndex {
+			js.LastIndex = idx
+		}
+		if !v.replaying || (idx != 0 && idx < v.from) || (idx == 0 && nextStart != 0 && nextStart <= v.from) {
+			continue
+		}
+		if idx == 0 {
+			v.stopReplay(0, "record indexes are unknown after damage")
+			continue
+		}
+		f := &v.frame
+		parseFields(s.data[it.from:it.to], v.lim, f)
+		ok, prob := v.rp.apply(f)
+		if prob != nil {
+			v.problem(corruption, name, it.offset, idx, "replay: %v", prob)
+		}
+		if !ok {
+			v.stopReplay(idx, "the record cannot follow the state before it")
+			continue
+		}
+		v.rep.Replay.Records++
+	}
+	for ; di < len(s.damage); di++ {
+		v.damage(s, name, isLast, di)
+	}
+	v.rep.Problems = append(v.rep.Problems, s.docProblems[pi:]...)
+}
+
+func (v *verifier) damage(s *segmentScan, name string, isLast bool, i int) {
+	d := s.damage[i]
+	if isLast && d.last {
+		v.problem(repairable, name, d.offset, d.index, "%s: torn final record, never acknowledged (kpjournal repair cuts it)", d.reason)
+		return
+	}
+	v.problem(corruption, name, d.offset, d.index, "%s", d.reason)
+	// Damage before the replay start does not stop it (records after a
+	// resync, whose indexes are unknown, stop it in segment()).
+	if d.index == 0 || d.index >= v.from {
+		v.stopReplay(d.index, "the record is damaged")
+	}
+}
+
+// markers notes truncation markers tidwall/wal leaves when a crash
+// interrupts a truncation; the store finishes the truncation at open.
+func (v *verifier) markers() {
+	ents, err := os.ReadDir(v.c.journalDir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
+			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s: an interrupted truncation; the store finishes it when it opens", filepath.Join("journal", n)))
+		}
+	}
+}
+
+// docChecker validates PUT documents on one worker, reusing one record so
+// that validation allocates nothing of its own.
+type docChecker struct {
+	rec     journal.Record
+	schemas map[string]string
+}
+
+func (d *docChecker) check(chk *statestore.ReplayChecker, s *segmentScan, it *item, f *frame) {
+	if f.kind != journal.KindPut {
+		return
+	}
+	if d.schemas == nil {
+		d.schemas = make(map[string]string)
+	}
+	name, ok := d.schemas[string(f.schema)]
+	if !ok {
+		name = string(f.schema)
+		if len(d.schemas) < 64 {
+			d.schemas[name] = name
+		}
+	}
+	d.rec.Kind, d.rec.Schema, d.rec.Document = journal.KindPut, name, f.document
+	if err := chk.CheckDocument(&d.rec); err != nil {
+		s.docProblems = append(s.docProblems, problem{Severity: corruption, File: segFile(s.seg.Name()), Offset: it.offset, Index: it.index,
+			Reason: fmt.Sprintf("document of %s/%s: %v", f.namespace, f.key, err)})
+	}
+	d.rec.Document = nil
+}
+
+func (r *verifyReport) print(w io.Writer, maxProblems int) error {
+	fmt.Fprintf(w, "store %s\n\n", r.Store)
+	t := newTable(w, "CHECKPOINT", "INDEX", "SIZE", "STATUS")
+	for _, c := range r.Checkpoints {
+		status := "ok"
+		if c.Error != "" {
+			status = "DOES NOT LOAD"
+		} else if c.Base {
+			status = "ok, replay base"
+		}
+		t.row(c.Name, c.Index, c.Size, status)
+	}
+	if len(r.Checkpoints) == 0 {
+		t.row("(none)", "-", "-", "-")
+	}
+	t.flush()
+	js := r.Journal
+	fmt.Fprintf(w, "\njournal: %d segments, %d bytes, %d valid records", js.Segments, js.Bytes, js.Records)
+	if js.Segments > 0 {
+		fmt.Fprintf(w, ", indexes %d..%d", js.FirstIndex, js.LastIndex)
+	}
+	rp := r.Replay
+	fmt.Fprintf(w, "\nreplay: %d records from index %d; state: %d entries, %d bytes, %d namespaces holding entries\n",
+		rp.Records, rp.FromIndex, rp.Entries, rp.Bytes, rp.Namespaces)
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range r.Notes {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	if len(r.Problems) == 0 {
+		_, err := fmt.Fprintln(w, "\nOK: no problems found")
+		return err
+	}
+	counts := map[string]int{}
+	for _, p := range r.Problems {
+		counts[p.Severity]++
+	}
+	fmt.Fprintf(w, "\n%d problems (%d CORRUPTION, %d REPAIRABLE):\n", len(r.Problems), counts[corruption], counts[repairable])
+	if err := problemTable(w, r.Problems, maxProblems); err != nil {
+		return err
+	}
+	if counts[corruption] == 0 {
+		_, err := fmt.Fprintln(w, "\nOnly a torn tail: kpjournal repair --dir DIR cuts it (the store would cut it at open too).")
+		return err
+	}
+	return nil
+}
