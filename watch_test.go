@@ -265,7 +265,10 @@ func TestScenario3WatchDuringWrites(t *testing.T) {
 			applied++
 		}
 		var want []string
-		v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool { want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision)); return true })
+		v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool {
+			want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision))
+			return true
+		})
 		var got []string
 		for _, e := range h.snap.Entries {
 			got = append(got, fmt.Sprintf("%s@%d", e.Key, e.Revision))
