@@ -402,3 +402,35 @@ func TestFinishInterruptedTruncation(t *testing.T) {
 		t.Fatalf("replay after finishing truncation: %d records", len(got))
 	}
 }
+
+// TestNewSegmentDirectoryIsSynced checks the prediction of tidwall/wal's
+// segment cycling: every append that creates a segment file fsyncs the
+// directory before it returns, and no other append does.
+func TestNewSegmentDirectoryIsSynced(t *testing.T) {
+	syncs := 0
+	orig := syncSegmentDir
+	syncSegmentDir = func(dir string) error { syncs++; return orig(dir) }
+	defer func() { syncSegmentDir = orig }()
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 900)
+	defer j.Close()
+	for i := 1; i <= 200; i++ {
+		before, _ := ListSegments(dir)
+		syncsBefore := syncs
+		batch := []*Record{testRecord(i)}
+		if i%5 == 0 {
+			batch = append(batch, testRecord(i), testRecord(i)) // multi-record batches cross boundaries too
+		}
+		if _, err := j.Append(batch); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := ListSegments(dir)
+		created := len(after) > len(before)
+		if synced := syncs > syncsBefore; synced != created {
+			t.Fatalf("append %d: created a segment=%v, synced the directory=%v", i, created, synced)
+		}
+	}
+	if segs, _ := ListSegments(dir); len(segs) < 10 {
+		t.Fatalf("only %d segments: the test did not exercise cycling", len(segs))
+	}
+}
