@@ -91,16 +91,22 @@ func (s *Store) submit(o *op) (Entry, error) {
 			close(b.wake)
 		}
 	}
+	s.handOffLocked()
+	s.mu.Unlock()
+	return o.res, o.err
+}
+
+// handOffLocked ends a leader's turn: the head of the queue becomes the
+// next leader, or the store goes idle. s.mu is held.
+func (s *Store) handOffLocked() {
 	if len(s.queue) > 0 {
 		next := s.queue[0]
 		next.lead = true
 		close(next.wake)
-	} else {
-		s.busy = false
-		s.idle.Broadcast()
+		return
 	}
-	s.mu.Unlock()
-	return o.res, o.err
+	s.busy = false
+	s.idle.Broadcast()
 }
 
 // expiry commits lapsed leases when nobody else is writing: it sleeps until

@@ -41,14 +41,7 @@ func (s *Store) exclusive(fn func() error) error {
 	s.mu.Unlock()
 	err := fn()
 	s.mu.Lock()
-	if len(s.queue) > 0 {
-		next := s.queue[0]
-		next.lead = true
-		close(next.wake)
-	} else {
-		s.busy = false
-		s.idle.Broadcast()
-	}
+	s.handOffLocked()
 	s.mu.Unlock()
 	return err
 }

@@ -120,3 +120,18 @@ func WriteAtomic(path string, write func(w io.Writer) error) (err error) {
 	}
 	return SyncDir(dir)
 }
+
+// Truncate cuts path to size and fsyncs it. Truncation needs no free
+// space, so it works on a full disk: the journal relies on that to cut a
+// failed batch back off.
+func Truncate(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
+}

@@ -252,7 +252,7 @@ func (j *Journal) repairTail() (*TailCut, error) {
 	if err := disk.WriteAtomic(cut.SavedAs, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		return nil, &StorageError{Op: "quarantine torn segment", Err: err}
 	}
-	if err := truncateFile(tail.Path, res.bad.offset); err != nil {
+	if err := disk.Truncate(tail.Path, res.bad.offset); err != nil {
 		return nil, &StorageError{Op: "cut torn tail", Err: err}
 	}
 	if err := disk.SyncDir(j.dir); err != nil {
@@ -261,19 +261,6 @@ func (j *Journal) repairTail() (*TailCut, error) {
 	return cut, nil
 }
 
-// truncateFile cuts path to size and fsyncs it. Truncation needs no free
-// space, so this works on a full disk.
-func truncateFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return err
-	}
-	return f.Sync()
-}
 
 // FirstIndex is the index of the first record still on disk; when the
 // journal holds no record it is LastIndex()+1.
@@ -386,7 +373,7 @@ func (j *Journal) recoverLocked() error {
 				return err
 			}
 		case s.Start == j.last+1:
-			if err := truncateFile(s.Path, 0); err != nil {
+			if err := disk.Truncate(s.Path, 0); err != nil {
 				return err
 			}
 		default:
@@ -412,7 +399,7 @@ func (j *Journal) recoverLocked() error {
 					Reason: fmt.Sprintf("acknowledged record missing while recovering (segment holds %d of %d)", res.count, want)}
 			}
 			if end < int64(len(data)) {
-				if err := truncateFile(s.Path, end); err != nil {
+				if err := disk.Truncate(s.Path, end); err != nil {
 					return err
 				}
 			}

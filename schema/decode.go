@@ -347,47 +347,58 @@ func (p *parser) strEscaped(start int) (string, *Error) {
 				p.pos++
 				return "", p.syntax("")
 			}
-			e := d[p.pos+1]
-			p.pos += 2
-			switch e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, ok := hex4(d[p.pos:])
-				if !ok {
-					return "", p.syntax("invalid \\u escape")
-				}
-				p.pos += 4
-				if utf16.IsSurrogate(r) {
-					dec := utf8.RuneError
-					if len(d)-p.pos >= 6 && d[p.pos] == '\\' && d[p.pos+1] == 'u' {
-						if r2, ok := hex4(d[p.pos+2:]); ok {
-							if x := utf16.DecodeRune(r, r2); x != utf8.RuneError {
-								dec = x
-								p.pos += 6
-							}
-						}
-					}
-					r = dec
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
-				p.pos--
-				return "", p.syntax("invalid escape")
+			var bad string
+			buf, p.pos, bad = appendEscape(buf, d, p.pos)
+			if bad != "" {
+				return "", p.syntax(bad)
 			}
 		}
 	}
 	return "", p.syntax("")
+}
+
+// appendEscape appends what the escape sequence at d[pos] (a backslash
+// with at least one byte after it) stands for and returns the position
+// after it. A non-empty bad says why the escape is invalid; pos then points
+// at the offending byte. Both parsers (the full one and the fast path) use
+// it, so they decode escapes identically.
+func appendEscape(buf []byte, d string, pos int) (out []byte, next int, bad string) {
+	e := d[pos+1]
+	pos += 2
+	switch e {
+	case '"', '\\', '/':
+		return append(buf, e), pos, ""
+	case 'b':
+		return append(buf, '\b'), pos, ""
+	case 'f':
+		return append(buf, '\f'), pos, ""
+	case 'n':
+		return append(buf, '\n'), pos, ""
+	case 'r':
+		return append(buf, '\r'), pos, ""
+	case 't':
+		return append(buf, '\t'), pos, ""
+	case 'u':
+		r, ok := hex4(d[pos:])
+		if !ok {
+			return buf, pos, "invalid \\u escape"
+		}
+		pos += 4
+		if utf16.IsSurrogate(r) {
+			dec := utf8.RuneError
+			if len(d)-pos >= 6 && d[pos] == '\\' && d[pos+1] == 'u' {
+				if r2, ok := hex4(d[pos+2:]); ok {
+					if x := utf16.DecodeRune(r, r2); x != utf8.RuneError {
+						dec = x
+						pos += 6
+					}
+				}
+			}
+			r = dec
+		}
+		return utf8.AppendRune(buf, r), pos, ""
+	}
+	return buf, pos - 1, "invalid escape"
 }
 
 func hex4(b string) (rune, bool) {

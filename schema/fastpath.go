@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -651,41 +650,8 @@ func (p *rawScanner) strEscaped(start int) (string, bool) {
 			if p.pos+1 >= len(d) {
 				return "", false
 			}
-			e := d[p.pos+1]
-			p.pos += 2
-			switch e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, ok := hex4(d[p.pos:])
-				if !ok {
-					return "", false
-				}
-				p.pos += 4
-				if utf16.IsSurrogate(r) {
-					dec := utf8.RuneError
-					if len(d)-p.pos >= 6 && d[p.pos] == '\\' && d[p.pos+1] == 'u' {
-						if r2, ok := hex4(d[p.pos+2:]); ok {
-							if x := utf16.DecodeRune(r, r2); x != utf8.RuneError {
-								dec = x
-								p.pos += 6
-							}
-						}
-					}
-					r = dec
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
+			var bad string
+			if buf, p.pos, bad = appendEscape(buf, d, p.pos); bad != "" {
 				return "", false
 			}
 		}

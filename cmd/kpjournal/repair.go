@@ -450,7 +450,7 @@ func (r *repairer) apply(p *truncatePlan) error {
 			return err
 		}
 		p.Quarantine = append(p.Quarantine, keep)
-		if err := truncateFile(src, p.CutOffset); err != nil {
+		if err := disk.Truncate(src, p.CutOffset); err != nil {
 			return err
 		}
 		if err := disk.SyncDir(c.journalDir()); err != nil {
@@ -465,15 +465,3 @@ func (r *repairer) apply(p *truncatePlan) error {
 	return disk.SyncDir(c.root())
 }
 
-// truncateFile cuts path to size and fsyncs it.
-func truncateFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return err
-	}
-	return f.Sync()
-}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,6 +59,25 @@ func fillFullStore(opts statestore.Options) (*statestore.Store, error) {
 	return s, nil
 }
 
+// buildFullStore fills a closed full store in a scratch directory, with a
+// checkpoint of it or with only its journal, and returns the options that
+// reopen it.
+func buildFullStore(env *Env, name string, checkpointed bool) (string, statestore.Options, error) {
+	dir, err := env.Scratch(name)
+	if err != nil {
+		return "", statestore.Options{}, err
+	}
+	opts := statestore.Options{Dir: dir, CheckpointBytes: -1}
+	s, err := fillFullStore(opts)
+	if err != nil {
+		return "", opts, err
+	}
+	if checkpointed {
+		err = s.Checkpoint()
+	}
+	return dir, opts, errors.Join(err, s.Close())
+}
+
 // readAll reads every file under dir into memory and returns the bytes.
 func readAll(dir string) (int64, error) {
 	var n int64
@@ -75,19 +95,8 @@ func readAll(dir string) (int64, error) {
 // runOpenFullStore times opening a store at the value ceiling from its
 // checkpoint, beside reading the same files into memory, in one run.
 func runOpenFullStore(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameOpenFullStore)
+	dir, opts, err := buildFullStore(env, nameOpenFullStore, true)
 	if err != nil {
-		return nil, err
-	}
-	opts := statestore.Options{Dir: dir, CheckpointBytes: -1}
-	s, err := fillFullStore(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Checkpoint(); err != nil {
-		return nil, err
-	}
-	if err := s.Close(); err != nil {
 		return nil, err
 	}
 	open, read := harness.NewLatencies(fullStoreRuns), harness.NewLatencies(fullStoreRuns)
@@ -120,16 +129,8 @@ func runOpenFullStore(env *Env) ([]harness.Result, error) {
 // runReplayJournal times replaying the full store's journal with no
 // checkpoint: records per second.
 func runReplayJournal(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameReplayJournal)
+	_, opts, err := buildFullStore(env, nameReplayJournal, false)
 	if err != nil {
-		return nil, err
-	}
-	opts := statestore.Options{Dir: dir, CheckpointBytes: -1}
-	s, err := fillFullStore(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Close(); err != nil {
 		return nil, err
 	}
 	lat := harness.NewLatencies(fullStoreRuns)
