@@ -261,7 +261,6 @@ func (j *Journal) repairTail() (*TailCut, error) {
 	return cut, nil
 }
 
-
 // FirstIndex is the index of the first record still on disk; when the
 // journal holds no record it is LastIndex()+1.
 func (j *Journal) FirstIndex() uint64 {

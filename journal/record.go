@@ -214,3 +214,40 @@ func Decode(frame []byte, lim Limits) (*Record, error) {
 	r.Document = append([]byte(nil), p[schemaLen+ownerLen:]...)
 	return r, nil
 }
+
+// maxFrameSize is the largest frame any record within lim encodes to.
+func maxFrameSize(lim Limits) int {
+	return headerSize + lim.MaxNamespace + lim.MaxKey + putHeaderSize + lim.MaxSchema + lim.MaxOwner + lim.MaxDocument + crcSize
+}
+
+// PlausibleFrame reports whether frame's own length fields are within lim
+// and add up to its size, without computing the CRC. Searching damaged
+// bytes for a valid frame calls it at every offset, so it must cost O(1):
+// only a frame that passes is worth a CRC over up to maxFrameSize bytes.
+func PlausibleFrame(frame []byte, lim Limits) bool {
+	if len(frame) < MinFrameSize || len(frame) > maxFrameSize(lim) || frame[0] != FormatVersion {
+		return false
+	}
+	kind := Kind(frame[1])
+	nsLen := int(binary.LittleEndian.Uint16(frame[18:]))
+	keyLen := int(binary.LittleEndian.Uint16(frame[20:]))
+	if nsLen > lim.MaxNamespace || keyLen > lim.MaxKey {
+		return false
+	}
+	base := headerSize + nsLen + keyLen
+	switch kind {
+	case KindDelete, KindExpire:
+		return len(frame) == base+crcSize
+	case KindPut:
+		if len(frame) < base+putHeaderSize+crcSize {
+			return false
+		}
+		p := frame[base:]
+		schemaLen := int(binary.LittleEndian.Uint16(p[0:]))
+		ownerLen := int(binary.LittleEndian.Uint16(p[2:]))
+		docLen := int(binary.LittleEndian.Uint32(p[28:]))
+		return schemaLen <= lim.MaxSchema && ownerLen <= lim.MaxOwner && docLen <= lim.MaxDocument &&
+			len(frame) == base+putHeaderSize+schemaLen+ownerLen+docLen+crcSize
+	}
+	return false
+}

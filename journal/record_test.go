@@ -99,3 +99,25 @@ func reframe(frame []byte, edit func([]byte)) []byte {
 	edit(b)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
+
+func TestPlausibleFrameMatchesDecode(t *testing.T) {
+	for _, r := range sampleRecords() {
+		frame, _ := r.Encode()
+		if !PlausibleFrame(frame, DefaultLimits) {
+			t.Fatalf("%v frame judged implausible", r.Kind)
+		}
+		// Any single-byte change in a length field or the size itself
+		// must make it implausible or undecodable, never accepted by
+		// one and refused as implausible by the other in the wrong way.
+		for i := range frame {
+			b := bytes.Clone(frame)
+			b[i] ^= 0x10
+			if _, err := Decode(b, DefaultLimits); err == nil && !PlausibleFrame(b, DefaultLimits) {
+				t.Fatalf("byte %d: decodable but implausible", i)
+			}
+		}
+		if PlausibleFrame(frame[:len(frame)-1], DefaultLimits) {
+			t.Fatal("a frame one byte short is plausible")
+		}
+	}
+}

@@ -117,11 +117,19 @@ func scan(data []byte, lim Limits, fn func(i int, off int64, rec *Record) error)
 	return res, nil
 }
 
+// NextFrame reports the offset of the first position at or after from in a
+// segment's bytes where a whole entry holding a valid frame starts, or -1.
+// Tools that resynchronize after damage use it, so they judge "a valid
+// record follows" exactly as Open does.
+func NextFrame(data []byte, from int64, lim Limits) int64 { return validFrameAfter(data, from, lim) }
+
 // validFrameAfter reports the offset of the first position after from where
 // a whole, checksummed frame starts, or -1. It tries every byte offset, not
 // just the next entry boundary, because a damaged length prefix misaligns the
 // sequential parse: following it blindly would mistake good records behind
-// the damage for a torn tail and cut acknowledged data.
+// the damage for a torn tail and cut acknowledged data. Each offset costs
+// O(1) unless its bytes form a structurally consistent frame, so the scan
+// stays linear in the tail's size for any damage a crash or a fuzzer makes.
 func validFrameAfter(data []byte, from int64, lim Limits) int64 {
 	for off := int(from); off < len(data); off++ {
 		n, w := binary.Uvarint(data[off:])
@@ -129,7 +137,7 @@ func validFrameAfter(data []byte, from int64, lim Limits) int64 {
 			continue
 		}
 		frame := data[off+w : off+w+int(n)]
-		if frame[0] != FormatVersion || Kind(frame[1]) < KindPut || Kind(frame[1]) > KindExpire {
+		if !PlausibleFrame(frame, lim) {
 			continue
 		}
 		if _, err := Decode(frame, lim); err == nil {

@@ -150,10 +150,7 @@ func validFrameAt(data []byte, off int, lim journal.Limits, scratch *frame) bool
 		return false
 	}
 	b := data[off+w : off+w+int(n)]
-	if b[0] != journal.FormatVersion || journal.Kind(b[1]) < journal.KindPut || journal.Kind(b[1]) > journal.KindExpire {
-		return false
-	}
-	return parseFrame(b, lim, scratch)
+	return journal.PlausibleFrame(b, lim) && parseFrame(b, lim, scratch)
 }
 
 // nextValidFrame is the first offset at or after from where a whole, valid
@@ -161,11 +158,5 @@ func validFrameAt(data []byte, off int, lim journal.Limits, scratch *frame) bool
 // before it cuts a tail: a damaged length prefix misaligns the entries, and
 // following it blindly would hide the good records behind the damage.
 func nextValidFrame(data []byte, from int, lim journal.Limits) int {
-	var scratch frame
-	for off := from; off < len(data); off++ {
-		if validFrameAt(data, off, lim, &scratch) {
-			return off
-		}
-	}
-	return -1
+	return int(journal.NextFrame(data, int64(from), lim))
 }

@@ -464,4 +464,3 @@ func (r *repairer) apply(p *truncatePlan) error {
 	}
 	return disk.SyncDir(c.root())
 }
-
