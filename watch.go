@@ -42,6 +42,10 @@ func (ss *Session) Close() {
 	ss.reg.Close()
 }
 
+// Done is closed when the session's delivery goroutine has stopped: after
+// Close, no Deliver call is running or will run.
+func (ss *Session) Done() <-chan struct{} { return ss.reg.Done() }
+
 // OpenSession opens a session for p delivering through sink. Sink.Deliver
 // is called from one goroutine per session, in order.
 func (s *Store) OpenSession(p Principal, sink watch.Sink) (*Session, error) {

@@ -74,7 +74,12 @@ func startCache(t *testing.T, f *fixture, ns, prefix string) (*watchcache.Cache,
 			rs.handled <- struct{}{}
 		}
 	}()
-	t.Cleanup(func() { close(rs.ch); <-done; ss.Close() })
+	t.Cleanup(func() {
+		ss.Close()
+		<-ss.Done() // no Deliver is running: the channel can close
+		close(rs.ch)
+		<-done
+	})
 	return c, rs
 }
 
