@@ -2,6 +2,7 @@ package statestore_test
 
 import (
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 
@@ -39,7 +40,7 @@ func BenchmarkCASNoSync(b *testing.B) {
 // BenchmarkCASConcurrent127 is 127 writers compare-and-setting their own
 // keys through group commit, durable: the commit path's throughput.
 func BenchmarkCASConcurrent127(b *testing.B) {
-	f := newFixture(b)
+	f := newFixture(b, func(o *statestore.Options) { o.NoSync = os.Getenv("KP_BENCH_NOSYNC") != "" })
 	const writers = 127
 	docs := make([][]byte, writers)
 	for i := range docs {

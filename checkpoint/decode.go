@@ -81,11 +81,25 @@ func decode(r io.Reader, size int64, lim Limits) (Header, *materialize.View, err
 	bp := inBufs.Get().(*[]byte)
 	defer inBufs.Put(bp)
 	n := int(fh.compLen) + trailerSize
-	if cap(*bp) < n {
-		*bp = make([]byte, n)
+	var in []byte
+	var got int
+	if size < 0 {
+		// A stream of unknown size (a backup being restored) may be
+		// shorter than its header claims: grow the buffer with the bytes
+		// that arrive instead of trusting a CRC-valid header's length.
+		in, err = io.ReadAll(io.LimitReader(r, int64(n)))
+		got = len(in)
+		if err == nil && got < n {
+			err = io.ErrUnexpectedEOF
+		}
+	} else {
+		if cap(*bp) < n {
+			*bp = make([]byte, n)
+		}
+		in = (*bp)[:n]
+		got, err = io.ReadFull(r, in)
 	}
-	in := (*bp)[:n]
-	if got, err := io.ReadFull(r, in); err != nil {
+	if err != nil {
 		field := "body"
 		if uint64(got) >= fh.compLen {
 			field = "trailer"
