@@ -3,6 +3,7 @@ package statestore_test
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -40,7 +41,12 @@ func BenchmarkCASNoSync(b *testing.B) {
 // BenchmarkCASConcurrent127 is 127 writers compare-and-setting their own
 // keys through group commit, durable: the commit path's throughput.
 func BenchmarkCASConcurrent127(b *testing.B) {
-	f := newFixture(b, func(o *statestore.Options) { o.NoSync = os.Getenv("KP_BENCH_NOSYNC") != "" })
+	f := newFixture(b, func(o *statestore.Options) {
+		o.NoSync = os.Getenv("KP_BENCH_NOSYNC") != ""
+		if v, err := strconv.ParseInt(os.Getenv("KP_BENCH_CHECKPOINT_BYTES"), 10, 64); err == nil {
+			o.CheckpointBytes = v
+		}
+	})
 	const writers = 127
 	docs := make([][]byte, writers)
 	for i := range docs {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/keeppeek/statestore/checkpoint"
-	"github.com/keeppeek/statestore/disk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 )
@@ -168,20 +167,19 @@ func (s *Store) pruneCheckpoints() error {
 		return err
 	}
 	if len(files) > keepCheckpoints {
+		// No directory fsync for the removals: an image that reappears
+		// after a crash is only an older, unused fallback.
 		for _, f := range files[:len(files)-keepCheckpoints] {
 			if err := os.Remove(f.Path); err != nil {
 				return err
 			}
-		}
-		if err := disk.SyncDir(s.root); err != nil {
-			return err
 		}
 		files = files[len(files)-keepCheckpoints:]
 	}
 	if len(files) < keepCheckpoints {
 		return nil
 	}
-	return s.jnl.TruncateFront(files[0].Index + 1)
+	return s.jnl.Reclaim(files[0].Index + 1)
 }
 
 // Backup writes one file to w: a checkpoint image of the store at one

@@ -535,6 +535,22 @@ func (j *Journal) TruncateFront(index uint64) error {
 	return nil
 }
 
+// Reclaim truncates the front up to index (as TruncateFront does) only when
+// that frees at least one whole segment file; otherwise it does nothing.
+// tidwall/wal rewrites the segment holding the new first record on every
+// front truncation, so truncating within the first segment costs a write
+// and two fsyncs and frees no file: checkpoints call this instead.
+func (j *Journal) Reclaim(index uint64) error {
+	segs, err := ListSegments(j.dir)
+	if err != nil {
+		return &StorageError{Op: "truncate front", Err: err}
+	}
+	if len(segs) < 2 || segs[1].Start > index {
+		return nil
+	}
+	return j.TruncateFront(index)
+}
+
 // Size is the total size in bytes of the segment files.
 func (j *Journal) Size() (int64, error) {
 	segs, err := ListSegments(j.dir)
