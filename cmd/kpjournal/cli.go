@@ -97,6 +97,24 @@ func (c *cli) fail(code int, format string, args ...any) int {
 	return code
 }
 
+// finish prints a report, as JSON under --json or through print, and turns
+// the problems it holds into the exit code.
+func (c *cli) finish(stdout io.Writer, rep any, print func(io.Writer) error, problems int) int {
+	var err error
+	if c.json {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = print(stdout)
+	}
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	if problems > 0 {
+		return exitProblems
+	}
+	return exitOK
+}
+
 // root is the store's own directory, DIR/state-store.
 func (c *cli) root() string { return filepath.Join(c.dir, statestore.StoreDirName) }
 

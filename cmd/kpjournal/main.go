@@ -46,7 +46,7 @@ var commands = []command{
 	{"checkpoint", "open the stopped store and write a checkpoint now (writes)", runCheckpoint},
 	{"backup", "write a backup file of the stopped store (read-only on the store)", runBackup},
 	{"restore", "build a store from a backup in an empty directory (writes)", runRestore},
-	{"demo", "run two compare-and-set writers on one key, restart, print the replayed state", runDemo},
+	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", runDemo},
 }
 
 // Exit codes, documented in usage.

@@ -45,18 +45,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
-	if c.json {
-		err = writeJSON(stdout, st)
-	} else {
-		err = st.print(stdout)
-	}
-	if err != nil {
-		return c.fail(exitUsage, "%v", err)
-	}
-	if len(st.Problems) > 0 {
-		return exitProblems
-	}
-	return exitOK
+	return c.finish(stdout, st, st.print, len(st.Problems))
 }
 
 type statSegment struct {

@@ -56,17 +56,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "kpjournal verify: %d records, %.1f MB in %v: %.0f records/s, %.1f MB/s\n",
 		rep.Throughput.Records, float64(rep.Throughput.Bytes)/1e6, time.Duration(rep.Throughput.Seconds*float64(time.Second)).Round(time.Millisecond),
 		rep.Throughput.RecordsPerSecond, rep.Throughput.MBPerSecond)
-	if c.json {
-		if err := writeJSON(stdout, rep); err != nil {
-			return c.fail(exitUsage, "%v", err)
-		}
-	} else if err := rep.print(stdout, *maxProblems); err != nil {
-		return c.fail(exitUsage, "%v", err)
-	}
-	if len(rep.Problems) > 0 {
-		return exitProblems
-	}
-	return exitOK
+	return c.finish(stdout, rep, func(w io.Writer) error { return rep.print(w, *maxProblems) }, len(rep.Problems))
 }
 
 // verifyReport is what verify found; it is also the --json document.
