@@ -231,31 +231,36 @@ func (p *parser) array(depth int) (any, *Error) {
 }
 
 func (p *parser) number() (any, *Error) {
-	d, start := p.data, p.pos
-	i := start
-	if d[i] == '-' {
+	start := p.pos
+	end, ok := scanNumber(p.data, start)
+	p.pos = end
+	if !ok {
+		return nil, p.syntax("invalid number")
+	}
+	return json.Number(p.data[start:end]), nil
+}
+
+// scanNumber matches the JSON number grammar at d[i]. It returns the end of
+// the number, or with ok false the offset of the first byte that breaks the
+// grammar. Both parsers call it, so they accept exactly the same numbers.
+func scanNumber(d string, i int) (end int, ok bool) {
+	if i < len(d) && d[i] == '-' {
 		i++
 	}
 	switch {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i = skipDigits(d, i)
 	default:
-		p.pos = i
-		return nil, p.syntax("invalid number")
+		return i, false
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.pos = i
-			return nil, p.syntax("invalid number")
+			return i, false
 		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i = skipDigits(d, i)
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		i++
@@ -263,15 +268,18 @@ func (p *parser) number() (any, *Error) {
 			i++
 		}
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.pos = i
-			return nil, p.syntax("invalid number")
+			return i, false
 		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i = skipDigits(d, i)
 	}
-	p.pos = i
-	return json.Number(d[start:i]), nil
+	return i, true
+}
+
+func skipDigits(d string, i int) int {
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // plainByte marks bytes that stand for themselves inside a string.

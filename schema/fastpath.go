@@ -520,44 +520,11 @@ func (p *rawScanner) array(depth int) bool {
 
 // number accepts the JSON number grammar, as parser.number.
 func (p *rawScanner) number() bool {
-	d := p.d
-	i := p.pos
-	if i < len(d) && d[i] == '-' {
-		i++
+	end, ok := scanNumber(p.d, p.pos)
+	if ok {
+		p.pos = end
 	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return false
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return false
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	p.pos = i
-	return true
+	return ok
 }
 
 // str returns the decoded contents of the string at p.pos, as parser.str
