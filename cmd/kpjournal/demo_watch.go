@@ -14,24 +14,25 @@ import (
 	"github.com/keeppeek/statestore/watch"
 )
 
-// printSink prints each message of the demo coordinator's control channel
-// and forwards it, so the demo can wait for what it expects.
-type printSink struct {
-	out io.Writer
-	ch  chan watch.Message
+// chanSink hands the demo coordinator's control-channel messages to the
+// demo's own goroutine, which prints them: the sink runs on the session's
+// delivery goroutine and must not share the output writer.
+type chanSink chan watch.Message
+
+func (c chanSink) Deliver(m watch.Message) error {
+	c <- m
+	return nil
 }
 
-func (p printSink) Deliver(m watch.Message) error {
+func printMessage(out io.Writer, m watch.Message) {
 	switch m := m.(type) {
 	case *watch.Snapshot:
-		fmt.Fprintf(p.out, "  watch %s: snapshot at revision %d, %d entries\n", m.WatchID, m.SnapshotRevision, len(m.Entries))
+		fmt.Fprintf(out, "  watch %s: snapshot at revision %d, %d entries\n", m.WatchID, m.SnapshotRevision, len(m.Entries))
 	case *watch.Update:
-		fmt.Fprintf(p.out, "  watch %s: sequence %d  revision %d  %-6s %s\n", m.WatchID, m.Sequence, m.Revision, m.Kind, m.Key)
+		fmt.Fprintf(out, "  watch %s: sequence %d  revision %d  %-6s %s\n", m.WatchID, m.Sequence, m.Revision, m.Kind, m.Key)
 	case *watch.Closed:
-		fmt.Fprintf(p.out, "  watch %s: closed (%s)\n", m.WatchID, m.Reason)
+		fmt.Fprintf(out, "  watch %s: closed (%s)\n", m.WatchID, m.Reason)
 	}
-	p.ch <- m
-	return nil
 }
 
 // nopSink discards messages, for a session used only for its snapshot.
@@ -45,7 +46,7 @@ func (nopSink) Deliver(watch.Message) error { return nil }
 func demoWatch(s *statestore.Store, out io.Writer) error {
 	ctx := context.Background()
 	coord := statestore.Principal{ID: "coordinator-a", Admin: true}
-	sink := printSink{out: out, ch: make(chan watch.Message, 64)}
+	sink := make(chanSink, 64)
 	sess, err := s.OpenSession(coord, sink)
 	if err != nil {
 		return err
@@ -56,11 +57,12 @@ func demoWatch(s *statestore.Store, out io.Writer) error {
 		if _, err := s.Watch(ctx, sess, statestore.WatchRequest{WatchID: w.id, Namespace: demoNS, KeyPrefix: w.prefix}); err != nil {
 			return err
 		}
-		<-sink.ch
+		printMessage(out, <-sink)
 	}
 	await := func() (*watch.Update, error) {
 		select {
-		case m := <-sink.ch:
+		case m := <-sink:
+			printMessage(out, m)
 			if u, ok := m.(*watch.Update); ok {
 				return u, s.Ack(sess, u.WatchID, u.Sequence)
 			}
