@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // segmentNameLen is the width tidwall/wal gives a segment file name: the
@@ -147,6 +146,3 @@ func validFrameAfter(data []byte, from int64, lim Limits) int64 {
 	return -1
 }
 
-func isTruncMarker(name string) bool {
-	return strings.HasSuffix(name, ".START") || strings.HasSuffix(name, ".END") || strings.HasSuffix(name, ".TEMP")
-}
