@@ -104,6 +104,8 @@ func runDurableCASConcurrent(env *Env) ([]harness.Result, error) {
 			owned := (casKeys - wr + writers - 1) / writers
 			return owners[wr+(i%owned)*writers].cas(s)
 		})
+		st := s.JournalStats()
+		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f", st.Appends, float64(st.Records)/float64(max(st.Appends, 1)))
 		if cerr := s.Close(); err == nil {
 			err = cerr
 		}
