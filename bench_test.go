@@ -46,6 +46,9 @@ func BenchmarkCASConcurrent127(b *testing.B) {
 		if v, err := strconv.ParseInt(os.Getenv("KP_BENCH_CHECKPOINT_BYTES"), 10, 64); err == nil {
 			o.CheckpointBytes = v
 		}
+		if v, err := strconv.Atoi(os.Getenv("KP_BENCH_SEGMENT_BYTES")); err == nil {
+			o.SegmentSize = v
+		}
 	})
 	const writers = 127
 	docs := make([][]byte, writers)
