@@ -145,4 +145,3 @@ func validFrameAfter(data []byte, from int64, lim Limits) int64 {
 	}
 	return -1
 }
-
