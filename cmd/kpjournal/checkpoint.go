@@ -39,10 +39,7 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
-	chk, err := c.checker()
-	if err != nil {
-		return c.usageError("%v", err)
-	}
+	chk := c.chk
 	ckpts, err := listCheckpoints(c.root())
 	if err != nil || len(ckpts) == 0 {
 		return c.fail(exitUsage, "no checkpoint after writing one: %v", err)

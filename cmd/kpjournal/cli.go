@@ -11,6 +11,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/disk"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/schema"
 	"github.com/spf13/pflag"
 )
 
@@ -23,6 +24,10 @@ type cli struct {
 	dir            string
 	json           bool
 	limits         quota.Limits
+	// reg and chk are built by parse from the bounds on the command line:
+	// every command that checks records or images uses these.
+	reg *schema.Registry
+	chk *statestore.ReplayChecker
 }
 
 // newCLI builds a subcommand's flag set. usage is the synopsis line, about
@@ -78,9 +83,12 @@ func (c *cli) parse(args []string) int {
 	if c.fs.NArg() > 0 {
 		return c.usageError("unexpected argument %q", c.fs.Arg(0))
 	}
-	if _, err := c.limits.WithDefaults(); err != nil {
+	c.reg = schema.NewRegistry()
+	chk, err := statestore.NewReplayChecker(c.limits, c.reg)
+	if err != nil {
 		return c.usageError("%v", err)
 	}
+	c.chk = chk
 	return -1
 }
 
@@ -155,11 +163,6 @@ func (c *cli) checkNotLive() int {
 			"Stop the media server first, or copy the directory and run kpjournal on the copy.", c.dir, lock)
 	}
 	return -1
-}
-
-// checker returns the replay checker for the bounds given on the command line.
-func (c *cli) checker() (*statestore.ReplayChecker, error) {
-	return statestore.NewReplayChecker(c.limits, nil)
 }
 
 // wrap folds text into lines of at most width columns.

@@ -38,10 +38,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	chk, err := c.checker()
-	if err != nil {
-		return c.usageError("%v", err)
-	}
+	chk := c.chk
 	segs, err := listSegments(c.journalDir())
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)

@@ -51,10 +51,7 @@ func runRepair(args []string, stdout, stderr io.Writer) int {
 		return c.fail(exitUsage, "%v: stop the media server first", err)
 	}
 	defer lock.Release()
-	chk, err := c.checker()
-	if err != nil {
-		return c.usageError("%v", err)
-	}
+	chk := c.chk
 	r := &repairer{c: c, lim: chk.JournalLimits(), yes: *yes}
 	if *after >= 0 {
 		return r.truncateAfter(uint64(*after))

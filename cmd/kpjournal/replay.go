@@ -32,10 +32,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	chk, err := c.checker()
-	if err != nil {
-		return c.usageError("%v", err)
-	}
+	chk := c.chk
 	st, err := materializeAt(c.root(), c.journalDir(), chk, *at, stderr)
 	if err != nil {
 		ee := err.(*exitError)

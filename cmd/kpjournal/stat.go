@@ -36,11 +36,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	reg := schema.NewRegistry()
-	chk, err := statestore.NewReplayChecker(c.limits, reg)
-	if err != nil {
-		return c.usageError("%v", err)
-	}
+	reg, chk := c.reg, c.chk
 	st, err := collectStat(c, chk, reg)
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)

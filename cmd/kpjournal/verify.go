@@ -43,11 +43,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	reg := schema.NewRegistry()
-	chk, err := statestore.NewReplayChecker(c.limits, reg)
-	if err != nil {
-		return c.usageError("%v", err)
-	}
+	reg, chk := c.reg, c.chk
 	v := &verifier{c: c, chk: chk, reg: reg, exact: *exact, workers: *workers}
 	rep, err := v.run()
 	if err != nil {
