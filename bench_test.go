@@ -75,6 +75,8 @@ func BenchmarkCASConcurrent127(b *testing.B) {
 	})
 	st := f.s.JournalStats()
 	b.ReportMetric(float64(st.Records)/float64(max(st.Appends, 1)), "records/batch")
+	b.ReportMetric(float64(st.Records)/float64(max(st.Syncs, 1)), "records/sync")
+	b.ReportMetric(float64(st.Syncs)/b.Elapsed().Seconds(), "syncs/s")
 }
 
 // BenchmarkReplay opens a store of 5,000 2,193-byte documents from its

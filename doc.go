@@ -13,7 +13,10 @@
 // Invariants this package keeps (each pinned by tests):
 //   - Commit before apply: no reply and no visible change before the journal
 //     batch holding a mutation is fsynced. A failed write or fsync answers
-//     STORAGE to every call of its batch and changes nothing in memory.
+//     STORAGE to every call of its batch, and of every batch admitted on top
+//     of it, and changes nothing in memory; batches already synced are
+//     always published. (Admission of the next batches runs while a sync
+//     is in flight; see commit.go.)
 //   - Each namespace has a dense revision counter: every committed PUT,
 //     DELETE or EXPIRE advances it by exactly one; it is kept when the
 //     namespace empties and survives restart. Entry.Revision is the

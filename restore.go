@@ -26,22 +26,27 @@ func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header,
 	return v, hdr, nil
 }
 
-// exclusive runs fn while no batch commits: it takes the commit leadership
-// as submit does, so writes queued meanwhile wait and then proceed.
+// exclusive runs fn while no batch commits: it holds the committer off and
+// waits for every written batch to be synced and answered, so writes queued
+// meanwhile wait and then proceed against the state fn leaves.
 func (s *Store) exclusive(fn func() error) error {
 	s.mu.Lock()
+	for s.paused && !s.closed {
+		s.idle.Wait()
+	}
 	if s.closed {
 		s.mu.Unlock()
 		return newErr(Unavailable, "store", "the store is closed")
 	}
-	for s.busy {
-		s.idle.Wait()
-	}
-	s.busy = true
+	s.paused = true
+	s.quietLocked(false)
 	s.mu.Unlock()
 	err := fn()
 	s.mu.Lock()
-	s.handOffLocked()
+	s.resetPendingLocked()
+	s.paused = false
+	s.work.Signal()
+	s.idle.Broadcast()
 	s.mu.Unlock()
 	return err
 }

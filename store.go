@@ -84,12 +84,32 @@ type Store struct {
 	ckptMark    atomic.Uint64 // journal Stats().Bytes at the last checkpoint
 	ckptWG      sync.WaitGroup
 
-	// mu guards the commit queue and leadership (see submit).
-	mu     sync.Mutex
-	idle   *sync.Cond // signalled when no commit is in progress
-	closed bool
-	busy   bool // a leader is committing
-	queue  []*op
+	// mu guards the commit queue and the pipeline (see commit.go).
+	mu        sync.Mutex
+	work      *sync.Cond // wakes the committer
+	written   *sync.Cond // wakes the writer
+	synced    *sync.Cond // wakes the syncer
+	idle      *sync.Cond // signalled when the pipeline may have gone quiet
+	closed    bool       // no new op is accepted
+	stopping  bool       // the loops exit once quiet
+	paused    bool       // an exclusive section holds the committer off
+	admitting bool       // the committer is admitting a batch
+	writing   bool       // the writer is writing batches
+	syncing   bool       // the syncer is running a round
+	direct    bool       // a lone submitter is running all three stages itself
+	queue     []*op
+	inflight  []*batch // admitted batches awaiting answers, in order
+	nwritten  int      // how many of inflight (a prefix) are written
+	writeBuf  []*batch // the writer's, reused
+	recBuf    []*journal.Record
+	poisoned  bool // a batch failed: later ones fail until the pipeline drains
+	reset     bool // pending must be rebuilt before the next batch
+	loops     sync.WaitGroup
+
+	// Owned by the committer: the published view plus every written
+	// batch, and the journal index its next record gets.
+	pending   *materialize.View
+	nextIndex uint64
 
 	leasesChanged chan struct{}
 	quit          chan struct{}
@@ -125,6 +145,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
 		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1)}
+	s.work = sync.NewCond(&s.mu)
+	s.written = sync.NewCond(&s.mu)
+	s.synced = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -198,15 +221,19 @@ func (s *Store) open() error {
 	s.index = jnl.LastIndex()
 	// Purge overdue leases before anything is served, exactly as if they
 	// had lapsed while running.
-	b := s.newBatch()
+	b := s.newBatch(view)
 	s.openReport.Expired = b.expireDue(s.clock.Now().UnixMilli())
-	if err := s.commitBatch(b); err != nil {
+	if err := s.commitAlone(b); err != nil {
 		return err
 	}
 	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
 	s.sessions = map[*Session]struct{}{}
 	s.quit = make(chan struct{})
 	s.expiryDone = make(chan struct{})
+	s.loops.Add(3)
+	go s.commitLoop()
+	go s.writeLoop()
+	go s.syncLoop()
 	go s.expiry()
 	return nil
 }
@@ -243,10 +270,13 @@ func (s *Store) Close() error {
 		return ErrUnavailable
 	}
 	s.closed = true
-	for s.busy {
-		s.idle.Wait()
-	}
+	s.quietLocked(true)
+	s.stopping = true
+	s.work.Signal()
+	s.written.Signal()
+	s.synced.Signal()
 	s.mu.Unlock()
+	s.loops.Wait()
 	close(s.quit)
 	<-s.expiryDone
 	s.ckptWG.Wait()
@@ -255,8 +285,8 @@ func (s *Store) Close() error {
 	return errors.Join(err, s.lock.Release())
 }
 
-// JournalStats returns the journal's counters: batches (one fsync each),
-// records and bytes since Open.
+// JournalStats returns the journal's counters since Open: writes, the
+// fdatasyncs that acknowledged them, records and bytes.
 func (s *Store) JournalStats() journal.Stats { return s.jnl.Stats() }
 
 // Limits returns the bounds in force.

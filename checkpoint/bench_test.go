@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/materialize"
 )
 
@@ -132,4 +134,69 @@ func benchDecode(b *testing.B, im *image, build func(testing.TB) *materialize.Vi
 		}
 	}
 	b.ReportMetric(float64(len(img)), "file-bytes")
+}
+
+// The store checkpoints every ~1 MiB of journal. Under the 127-writer
+// compare-and-set workload (one 2,193-byte media intent per owner, each in
+// its own namespace) that is every ~470 writes, so the cost of encoding a
+// small view recurs often and competes with the commit path for CPU.
+const casWriters = 127
+
+var cas127, medium image
+
+func buildCAS127(tb testing.TB) *materialize.View {
+	b := newBuilder(tb)
+	// Three rounds of writes, for revisions and timestamps like a store's
+	// after a while; owner i ends with MediaIntent(2193, i).
+	for round := range 3 {
+		for i := range casWriters {
+			owner := fmt.Sprintf("owner-%03d", i)
+			seed := i
+			if round == 1 {
+				seed += casWriters
+			}
+			b.put("user/"+owner, "intent", schemaMI, owner, 0, testdoc.MediaIntent(fullDocSize, seed))
+		}
+	}
+	return b.v
+}
+
+// buildMedium is a few thousand documents: past the 127-writer case, far
+// short of the full store.
+func buildMedium(tb testing.TB) *materialize.View { return fullView(tb, 4096, fullDocSize) }
+
+// The small and medium benchmarks run twice: "warm", back to back, and
+// "afterGC", with two collections (untimed) before every encode. Between
+// two background checkpoints the store runs hundreds of writes and several
+// collections, so afterGC is what a checkpoint in the store actually costs:
+// anything kept only in a sync.Pool is gone by then.
+func BenchmarkEncodeCAS127(b *testing.B) {
+	benchEncodeModes(b, &cas127, buildCAS127)
+}
+
+func BenchmarkEncodeMedium(b *testing.B) {
+	benchEncodeModes(b, &medium, buildMedium)
+}
+
+func benchEncodeModes(b *testing.B, im *image, build func(testing.TB) *materialize.View) {
+	for _, mode := range []string{"warm", "afterGC"} {
+		b.Run(mode, func(b *testing.B) {
+			v, img, h := im.get(b, build)
+			b.SetBytes(int64(h.rawLen))
+			b.ReportAllocs()
+			for b.Loop() {
+				if mode == "afterGC" {
+					b.StopTimer()
+					runtime.GC()
+					runtime.GC()
+					b.StartTimer()
+				}
+				if _, err := Encode(io.Discard, v, 1, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(img)), "file-bytes")
+			b.ReportMetric(float64(h.rawLen), "body-bytes")
+		})
+	}
 }

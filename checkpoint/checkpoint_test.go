@@ -66,6 +66,21 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// testdata/cas127-1mib-window.ckpt was written by the encoder as it was
+// before its options changed (1 MiB window, 64 KiB blocks; now 512 KiB and
+// 128 KiB). The options are not part of the format: that image must keep
+// decoding, to the view it was taken from.
+func TestDecodesEarlierEncoderOptions(t *testing.T) {
+	h, v, err := ReadFile(filepath.Join("testdata", "cas127-1mib-window.ckpt"), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Version != 1 || h.Index != 7 || h.TimeMs != 1_700_000_000_000 || h.Entries != casWriters {
+		t.Fatalf("header %+v", h)
+	}
+	sameView(t, v, buildCAS127(t))
+}
+
 func TestRoundTripKeepsEmptiedNamespace(t *testing.T) {
 	img := encode(t, sampleView(t), 1, 1)
 	_, v, err := Decode(bytes.NewReader(img), testLimits)
@@ -109,6 +124,30 @@ func TestConcurrentDecode(t *testing.T) {
 				sameView(t, got, v)
 				if !bytes.Equal(encode(t, got, 1, 1), img) {
 					t.Error("re-encoding differs")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Encoders and their buffers are kept between calls and handed between
+// goroutines; images of different sizes going through them concurrently
+// must come out as they do one at a time.
+func TestConcurrentEncode(t *testing.T) {
+	views := []*materialize.View{sampleView(t), fullView(t, 150, 2193), fullView(t, 700, 1500), materialize.New()}
+	want := make([][]byte, len(views))
+	for i, v := range views {
+		want[i] = encode(t, v, 3, 4)
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for j := range 12 {
+				i := (g + j) % len(views)
+				if got := encode(t, views[i], 3, 4); !bytes.Equal(got, want[i]) {
+					t.Errorf("view %d: concurrent encoding differs", i)
 					return
 				}
 			}
@@ -417,18 +456,54 @@ func (w *errWriter) Write(p []byte) (int, error) {
 }
 
 func TestEncodeWriteError(t *testing.T) {
-	for n := range 3 {
-		if _, err := Encode(&errWriter{n: n}, sampleView(t), 1, 1); !errors.Is(err, io.ErrShortWrite) {
-			t.Fatalf("write %d failing: error %v", n, err)
-		}
+	if _, err := Encode(&errWriter{n: 0}, sampleView(t), 1, 1); !errors.Is(err, io.ErrShortWrite) {
+		t.Fatalf("write failing: error %v", err)
 	}
-	// The pooled encoder is still good afterwards.
+	// The whole image goes out in one Write: one write(2) for a file.
+	if _, err := Encode(&errWriter{n: 1}, fullView(t, 200, 2193), 1, 1); err != nil {
+		t.Fatalf("a writer taking one Write: %v", err)
+	}
+	// The cached encoder is still good afterwards.
 	v := sampleView(t)
 	_, got, err := Decode(bytes.NewReader(encode(t, v, 1, 1)), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameView(t, got, v)
+}
+
+// An Encode that fails halfway through the entries leaves its encoder
+// mid-frame; the next Encode with that encoder must give the same bytes a
+// fresh one does, or images would stop being canonical.
+func TestEncodeAfterFailureIsCanonical(t *testing.T) {
+	docs := 0
+	var ents []*materialize.Entry
+	for i := range 150 {
+		d := testdoc.MediaIntent(2193, i)
+		docs += len(d)
+		ents = append(ents, &materialize.Entry{Namespace: "a", Key: fmt.Sprintf("k%03d", i), Revision: 1, Document: d})
+	}
+	// Sorts last, past 128 KiB of body, and is too long for its field.
+	ents = append(ents, &materialize.Entry{Namespace: "a", Key: strings.Repeat("z", math.MaxUint16+1), Revision: 1})
+	bad, err := materialize.Restore(map[string]materialize.Namespace{"a": {Revision: 1, Entries: len(ents), Bytes: int64(docs)}}, ents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := fullView(t, 300, 2193)
+
+	for len(encStates) > 0 {
+		<-encStates
+	}
+	fresh := encode(t, good, 1, 1)
+	for range 3 {
+		var buf bytes.Buffer
+		if _, err := Encode(&buf, bad, 1, 1); err == nil || buf.Len() != 0 {
+			t.Fatalf("encoded a key over 65535 bytes: error %v, %d bytes written", err, buf.Len())
+		}
+		if again := encode(t, good, 1, 1); !bytes.Equal(again, fresh) {
+			t.Fatal("after a failed Encode, the same view encodes to different bytes")
+		}
+	}
 }
 
 func TestErrorText(t *testing.T) {

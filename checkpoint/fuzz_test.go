@@ -128,7 +128,7 @@ func TestSeedCorpus(t *testing.T) {
 			}
 			got, err := os.ReadFile(path)
 			if err != nil || string(got) != want {
-				t.Errorf("seed %s is missing or stale (err %v); run go test -run TestSeedCorpus -update-corpus ./checkpoint/", path, err)
+				t.Errorf("seed %s is missing or stale (err %v); run go test ./checkpoint/ -run TestSeedCorpus -args -update-corpus", path, err)
 			}
 		}
 	}

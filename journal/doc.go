@@ -46,9 +46,17 @@
 //
 // # Invariants
 //
-//   - Append returns only after the batch is fsynced, and after the journal
-//     directory is fsynced when the batch opened a new segment file
-//     (tidwall/wal never syncs directories).
+//   - A record is acknowledged (LastIndex) only once a Sync covered it:
+//     Write hands a batch to the page cache, Sync fdatasyncs the tail
+//     segment through a descriptor of its own, outside every lock, so the
+//     next batch can be written meanwhile. Append is Write then Sync.
+//   - A Sync that acknowledges records in a segment file created since
+//     the previous Sync also fsyncs the journal directory first
+//     (tidwall/wal never syncs directories; it does fsync a segment as it
+//     closes it).
+//   - Write refuses a batch whose first index does not continue the
+//     written records (ErrStale), so a caller that built on records a
+//     failure cut back can never leave a gap or a repeat.
 //   - Every record is verified (CRC, version, kind, lengths within Limits)
 //     on replay. An empty entry, which is how tidwall/wal reads zero-filled
 //     bytes, is damage, never data.
@@ -61,8 +69,10 @@
 //     index, the segment and the byte offset.
 //   - After a failed write or sync the tidwall/wal handle is discarded (its
 //     memory is not rolled back) and the files are cut back to the last
-//     acknowledged record before another append: records of a failed batch
-//     never reappear on the next open.
+//     acknowledged record before another append: records of a failed batch,
+//     and of every batch written after the last good sync, never reappear
+//     on the next open. A sync that was in flight across such a recovery
+//     acknowledges nothing, even if its own fdatasync succeeded.
 //   - Decoding checks every length against Limits before slicing, so
 //     metadata is validated before a document is touched and a corrupted
 //     length cannot make the decoder allocate beyond the bounds.

@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/tidwall/wal"
 )
 
@@ -33,16 +35,27 @@ type Options struct {
 }
 
 // Journal is the write-ahead journal: an append-only sequence of framed
-// records with dense indexes starting at 1. It is safe for concurrent use,
-// though the store drives appends from one goroutine.
+// records with dense indexes starting at 1. It is safe for concurrent use.
+//
+// Writing and syncing are separate steps so a committer can write batch N+1
+// while batch N's fdatasync is still in flight: Write hands a batch to the
+// page cache, Sync makes everything written so far durable. Only synced
+// records count as acknowledged; any failure cuts the files back to the
+// last synced record, so written-but-unsynced records never survive one.
 type Journal struct {
 	mu         sync.Mutex
 	dir        string
 	opts       Options
 	log        *wal.Log
 	first      uint64 // first index still on disk (last+1 when empty)
-	last       uint64 // last acknowledged index (0 when none ever)
+	last       uint64 // last synced (acknowledged) index (0 when none ever)
+	written    uint64 // last index handed to the files (>= last)
+	tailStart  uint64 // first index of the tail segment file
 	tailBytes  int64  // size of the tail segment, to predict tidwall/wal's segment cycling
+	epoch      uint64 // bumped by every recovery, so a sync that raced one claims nothing
+	dirDirty   bool   // a segment file was created since the last sync
+	syncFile   *os.File
+	syncStart  uint64 // tailStart of the segment syncFile has open
 	broken     error  // set by a failed write; cleared by a successful recovery
 	closed     bool
 	batch      wal.Batch
@@ -52,12 +65,14 @@ type Journal struct {
 }
 
 // Stats count what the journal has done since Open, for benchmarks and
-// operators (the mean batch size is Records/Appends).
+// operators (the mean batch size is Records/Appends; Records/Syncs is the
+// mean number of records each fdatasync made durable).
 type Stats struct {
-	Appends  uint64 // successful batches, each one fsync
+	Appends  uint64 // batches written
 	Records  uint64 // records in them
 	Bytes    uint64 // frame bytes in them
-	Failures uint64 // failed batches
+	Syncs    uint64 // fdatasyncs that made written batches durable
+	Failures uint64 // failed writes and syncs
 }
 
 // Stats returns the journal's counters.
@@ -115,7 +130,10 @@ func (j *Journal) openLog() error {
 		fresh = true
 	}
 	log, err := wal.Open(j.dir, &wal.Options{
-		NoSync:           j.opts.NoSync,
+		// Sync fdatasyncs the tail itself, outside tidwall/wal's lock,
+		// so writes continue while a sync is in flight. (tidwall/wal
+		// still fsyncs a segment when it cycles away from it.)
+		NoSync:           true,
 		SegmentSize:      j.opts.SegmentSize,
 		LogFormat:        wal.Binary,
 		SegmentCacheSize: 1,
@@ -146,7 +164,9 @@ func (j *Journal) openLog() error {
 		log.Close()
 		return &StorageError{Op: "open", Err: fmt.Errorf("no segment after open: %v", err)}
 	}
-	j.log, j.first, j.last, j.tailBytes = log, first, last, segs[len(segs)-1].Size
+	tail := segs[len(segs)-1]
+	j.log, j.first, j.last, j.written = log, first, last, last
+	j.tailStart, j.tailBytes = tail.Start, tail.Size
 	return nil
 }
 
@@ -277,33 +297,66 @@ func (j *Journal) LastIndex() uint64 {
 	return j.last
 }
 
-// Append writes recs as one batch with consecutive indexes, fsyncs it (and
-// the directory, when the batch opened a new segment file), and returns the
-// index of the first. On any failure nothing of the batch is acknowledged:
-// the handle is discarded and the files are cut back to the last
-// acknowledged record before another append is attempted.
+// Append writes recs as one batch and syncs it: Write then Sync, for
+// callers that do not pipeline.
 func (j *Journal) Append(recs []*Record) (uint64, error) {
+	j.mu.Lock()
+	next := j.written + 1
+	j.mu.Unlock()
+	first, err := j.Write(recs, next)
+	if err != nil {
+		return 0, err
+	}
+	if len(recs) > 0 {
+		if err := j.Sync(first + uint64(len(recs)) - 1); err != nil {
+			return 0, err
+		}
+	}
+	return first, nil
+}
+
+// ErrStale is wrapped by Write when the caller's expected first index is
+// not the journal's next one: a failure cut back records the caller built
+// on, so its batch would skip or repeat indexes.
+var ErrStale = errors.New("journal: batch built on records that were cut back")
+
+// Write hands recs to the segment files as one batch with consecutive
+// indexes starting at first, which must be the index after the last record
+// written (else the error wraps ErrStale and nothing is written). The
+// records are not acknowledged until a Sync covers them; when the batch
+// opened a new segment file, that Sync also fsyncs the directory, so the
+// new file's entry is durable before any record in it is acknowledged
+// (tidwall/wal fsyncs the finished segment itself as it cycles). On failure nothing of the batch is kept: the handle is
+// discarded and the files are cut back to the last synced record (so
+// records written earlier but not yet synced are gone too, and their Sync
+// fails).
+func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return 0, ErrClosed
 	}
-	if len(recs) == 0 {
-		return j.last + 1, nil
-	}
-	first := j.last + 1
 	if j.broken != nil {
 		if err := j.recoverLocked(); err != nil {
 			return 0, &StorageError{Op: "recover", Index: first, Err: err}
 		}
 	}
+	if first != j.written+1 {
+		return 0, &StorageError{Op: "append", Index: first, Err: fmt.Errorf("%w: next index is %d", ErrStale, j.written+1)}
+	}
+	if len(recs) == 0 {
+		return first, nil
+	}
 	j.batch.Clear()
 	j.batchBytes = 0
-	tail := j.tailBytes
+	tail, tailStart := j.tailBytes, j.tailStart
 	cycled := false
 	seg := int64(j.opts.SegmentSize)
+	// Mirror tidwall/wal's cycling rule: a tail already over the size is
+	// cycled before the batch, and any entry that brings it to the size
+	// closes the segment right after itself.
 	if tail > seg {
-		cycled, tail = true, 0
+		cycled, tail, tailStart = true, 0, first
 	}
 	for i, r := range recs {
 		var err error
@@ -315,29 +368,151 @@ func (j *Journal) Append(recs []*Record) (uint64, error) {
 		j.batchBytes += len(j.buf)
 		tail += int64(uvarintLen(uint64(len(j.buf))) + len(j.buf))
 		if tail >= seg {
-			cycled, tail = true, 0
+			cycled, tail, tailStart = true, 0, first+uint64(i)+1
 		}
 	}
 	err := j.log.WriteBatch(&j.batch)
-	if err == nil && cycled && !j.opts.NoSync {
-		err = syncSegmentDir(j.dir)
-	}
 	if err != nil {
-		j.stats.Failures++
-		j.broken = err
-		// Try to recover right away so the next batch needs no extra work;
-		// if that fails too, the next Append tries again.
-		if rerr := j.recoverLocked(); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("recovery: %w", rerr))
-		}
-		return 0, &StorageError{Op: "append", Index: first, Err: err}
+		j.failLocked(err)
+		return 0, &StorageError{Op: "append", Index: first, Err: j.recoverAfter(err)}
 	}
-	j.last += uint64(len(recs))
+	j.written += uint64(len(recs))
 	j.stats.Appends++
 	j.stats.Records += uint64(len(recs))
 	j.stats.Bytes += uint64(j.batchBytes)
-	j.tailBytes = tail
+	// j.last stays put even when cycling fsynced a finished segment: a
+	// batch is acknowledged whole or not at all, and a recovery cuts the
+	// files back to j.last.
+	j.tailBytes, j.tailStart = tail, tailStart
+	// The new segment's directory entry is made durable by the Sync that
+	// acknowledges its first records, off the writer's path.
+	j.dirDirty = j.dirDirty || cycled
 	return first, nil
+}
+
+// failLocked records a failed write or sync.
+func (j *Journal) failLocked(err error) {
+	j.stats.Failures++
+	j.broken = err
+}
+
+// recoverAfter tries to recover right away so the next batch needs no extra
+// work; if that fails too, the next Write tries again.
+func (j *Journal) recoverAfter(err error) error {
+	if rerr := j.recoverLocked(); rerr != nil {
+		return errors.Join(err, fmt.Errorf("recovery: %w", rerr))
+	}
+	return err
+}
+
+// Sync makes every record written so far durable with one fdatasync of the
+// tail segment, issued without holding the journal's lock so Write can
+// proceed meanwhile. It succeeds only if every record up to upTo is then
+// acknowledged; if a failure (this sync's or a concurrent write's) cut
+// records back, it fails and LastIndex tells which records survived.
+func (j *Journal) Sync(upTo uint64) error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return ErrClosed
+	}
+	if upTo <= j.last {
+		j.mu.Unlock()
+		return nil
+	}
+	if upTo > j.written {
+		last := j.last
+		j.mu.Unlock()
+		return &StorageError{Op: "sync", Index: last + 1, Err: fmt.Errorf("records %d..%d were cut back after a failure", last+1, upTo)}
+	}
+	target, epoch, dir := j.written, j.epoch, j.dirDirty
+	j.dirDirty = false
+	f, err := j.syncFileLocked()
+	j.mu.Unlock()
+	if err == nil && !j.opts.NoSync {
+		err = fdatasync(f)
+		// Records in a segment file created since the last sync are
+		// durable only once the file's directory entry is.
+		if err == nil && dir {
+			err = syncSegmentDir(j.dir)
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case err != nil && j.epoch == epoch:
+		j.failLocked(err)
+		return &StorageError{Op: "sync", Index: j.last + 1, Err: j.recoverAfter(err)}
+	case j.epoch != epoch:
+		// A failed write recovered while this sync ran: it cut the
+		// files back to j.last, so nothing this sync covered stands.
+		return &StorageError{Op: "sync", Index: j.last + 1, Err: fmt.Errorf("records %d..%d were cut back by a failure during the sync", j.last+1, upTo)}
+	}
+	j.stats.Syncs++
+	j.last = max(j.last, target)
+	return nil
+}
+
+// syncFileLocked returns a descriptor on the tail segment for Sync,
+// reopening it when the tail moved to a new file.
+func (j *Journal) syncFileLocked() (*os.File, error) {
+	if j.syncFile != nil && j.syncStart == j.tailStart {
+		return j.syncFile, nil
+	}
+	j.closeSyncFileLocked()
+	// Read-only is enough: fdatasync flushes the file's dirty pages
+	// whichever descriptor asks.
+	f, err := os.Open(filepath.Join(j.dir, segmentName(j.tailStart)))
+	if err != nil {
+		return nil, err
+	}
+	j.syncFile, j.syncStart = f, j.tailStart
+	return f, nil
+}
+
+// closeSyncFileLocked drops the sync descriptor. A Sync still using it is
+// safe: os.File defers the close until its call returns.
+func (j *Journal) closeSyncFileLocked() {
+	if j.syncFile != nil {
+		j.syncFile.Close()
+		j.syncFile = nil
+	}
+}
+
+// fdatasync flushes f's data and the metadata needed to read it back (the
+// size), retrying on EINTR. It holds a reference on the descriptor for the
+// call (through RawConn.Control), so a concurrent Close of f waits rather
+// than letting the number be reused. A variable so tests can inject
+// failures.
+var fdatasync = func(f *os.File) error {
+	if err := fault.Sync(f.Name()); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			if serr = syscall.Fdatasync(int(fd)); serr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
+}
+
+// Written is the index of the last record written, synced or not.
+func (j *Journal) Written() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.written
 }
 
 func uvarintLen(x uint64) int {
@@ -354,6 +529,9 @@ func uvarintLen(x uint64) int {
 // included, since their fsync failed or never ran) must not reappear on the
 // next open with revisions the memory never applied.
 func (j *Journal) recoverLocked() error {
+	j.epoch++
+	j.written = j.last
+	j.closeSyncFileLocked()
 	if j.log != nil {
 		j.log.Close()
 		j.log = nil
@@ -529,26 +707,41 @@ func (j *Journal) TruncateFront(index uint64) error {
 		return &StorageError{Op: "truncate front", Index: index, Err: err}
 	}
 	j.first = index
+	// The truncation may have renamed the tail segment.
+	j.closeSyncFileLocked()
 	if segs, err := ListSegments(j.dir); err == nil && len(segs) > 0 {
-		j.tailBytes = segs[len(segs)-1].Size
+		j.tailStart, j.tailBytes = segs[len(segs)-1].Start, segs[len(segs)-1].Size
 	}
 	return nil
 }
 
-// Reclaim truncates the front up to index (as TruncateFront does) only when
-// that frees at least one whole segment file; otherwise it does nothing.
-// tidwall/wal rewrites the segment holding the new first record on every
-// front truncation, so truncating within the first segment costs a write
-// and two fsyncs and frees no file: checkpoints call this instead.
+// Reclaim frees the segment files that hold only records before index (as
+// TruncateFront would), and does nothing when no whole file can go. It
+// truncates to the last record of the newest such file rather than to
+// index: tidwall/wal rewrites the segment holding the new first record on
+// every front truncation, and a one-record segment costs a few bytes to
+// rewrite where the segment holding index would cost up to a whole one. The
+// records kept before index are harmless: replay starts after the
+// checkpoint that made them reclaimable.
 func (j *Journal) Reclaim(index uint64) error {
 	segs, err := ListSegments(j.dir)
 	if err != nil {
 		return &StorageError{Op: "truncate front", Err: err}
 	}
-	if len(segs) < 2 || segs[1].Start > index {
+	if len(segs) < 2 {
 		return nil
 	}
-	return j.TruncateFront(index)
+	keep := uint64(0)
+	for _, s := range segs[1:] {
+		if s.Start > index {
+			break
+		}
+		keep = s.Start - 1 // the last record of the segment before s
+	}
+	if keep <= segs[0].Start {
+		return nil
+	}
+	return j.TruncateFront(keep)
 }
 
 // Size is the total size in bytes of the segment files.
@@ -572,6 +765,7 @@ func (j *Journal) Close() error {
 		return ErrClosed
 	}
 	j.closed = true
+	j.closeSyncFileLocked()
 	if j.log == nil {
 		return nil
 	}

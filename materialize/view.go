@@ -224,45 +224,54 @@ func (v *View) Check(rec *journal.Record) error {
 // Apply applies rec, or changes nothing and returns an error wrapping
 // ErrInvalid. For a PUT it returns the new entry; otherwise the removed one.
 func (v *View) Apply(rec *journal.Record) (*Entry, error) {
+	if rec.Kind == journal.KindPut {
+		return v.put(rec)
+	}
 	if err := v.Check(rec); err != nil {
 		return nil, err
 	}
 	n := v.Namespace(rec.Namespace)
 	n.Revision = rec.Revision
-	old, exists := v.Get(rec.Namespace, rec.Key)
-	if exists {
-		v.remove(&n, old)
+	old, _ := v.Get(rec.Namespace, rec.Key)
+	v.remove(&n, old)
+	v.ns.ReplaceOrInsert(nsItem{rec.Namespace, n})
+	return old, nil
+}
+
+// put is Apply for a PUT, the hot path of every commit and replay: one
+// namespace lookup and one tree descent that both inserts the entry and
+// finds the one it replaces.
+func (v *View) put(rec *journal.Record) (*Entry, error) {
+	n := v.Namespace(rec.Namespace)
+	if rec.Revision != n.Revision+1 {
+		return nil, &ApplyError{rec.Namespace, rec.Key, fmt.Sprintf("%s revision %d is not the namespace revision %d plus one", rec.Kind, rec.Revision, n.Revision)}
 	}
-	if rec.Kind != journal.KindPut {
-		v.ns.ReplaceOrInsert(nsItem{rec.Namespace, n})
-		return old, nil
-	}
+	n.Revision = rec.Revision
 	e := &Entry{
 		Namespace: rec.Namespace, Key: rec.Key, Schema: rec.Schema, Owner: rec.Owner,
 		Revision: rec.Revision, CreatedMs: rec.CreatedMs, UpdatedMs: rec.UpdatedMs,
 		ExpiresMs: rec.ExpiresMs, Document: rec.Document,
 	}
-	v.insert(&n, e)
+	if old, replaced := v.tree.ReplaceOrInsert(itemOf(e)); replaced {
+		v.uncount(&n, old.e)
+	}
+	v.count(&n, e)
 	v.ns.ReplaceOrInsert(nsItem{rec.Namespace, n})
 	return e, nil
 }
 
 func (v *View) remove(n *Namespace, e *Entry) {
 	v.tree.Delete(itemOf(e))
-	if e.ExpiresMs != 0 {
-		v.leases.Delete(leaseKey{e.ExpiresMs, e.Namespace, e.Key})
-	}
-	n.Entries--
-	n.Bytes -= e.Size()
-	v.entries--
-	v.bytes -= e.Size()
-	if n.Entries == 0 {
-		v.nsLive--
-	}
+	v.uncount(n, e)
 }
 
 func (v *View) insert(n *Namespace, e *Entry) {
 	v.tree.ReplaceOrInsert(itemOf(e))
+	v.count(n, e)
+}
+
+// count adds e (already in the tree) to the lease index and the counters.
+func (v *View) count(n *Namespace, e *Entry) {
 	if e.ExpiresMs != 0 {
 		v.leases.ReplaceOrInsert(leaseKey{e.ExpiresMs, e.Namespace, e.Key})
 	}
@@ -273,6 +282,21 @@ func (v *View) insert(n *Namespace, e *Entry) {
 	n.Bytes += e.Size()
 	v.entries++
 	v.bytes += e.Size()
+}
+
+// uncount takes e (no longer in the tree) out of the lease index and the
+// counters.
+func (v *View) uncount(n *Namespace, e *Entry) {
+	if e.ExpiresMs != 0 {
+		v.leases.Delete(leaseKey{e.ExpiresMs, e.Namespace, e.Key})
+	}
+	n.Entries--
+	n.Bytes -= e.Size()
+	v.entries--
+	v.bytes -= e.Size()
+	if n.Entries == 0 {
+		v.nsLive--
+	}
 }
 
 // Restore builds a view from a checkpoint image: namespace counters and

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"hash/maphash"
 	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
@@ -23,8 +23,11 @@ import (
 //   - the JSON rules mirror decode.go byte for byte, and strings are decoded
 //     exactly as parser.strEscaped decodes them;
 //   - the content rules are the guard's own functions (credentialWord,
-//     stringProblem) and the schema's patterns are the very functions the
-//     JSON Schema library runs (fastPatterns), applied to the decoded text;
+//     stringProblem), applied to the decoded text, or shortcuts that only
+//     ever answer "certainly clean" where those functions would find
+//     nothing (fastguard.go), and the schema's patterns are the very
+//     functions the JSON Schema library runs (fastPatterns) or, for
+//     parameter names, one tested to agree with it (paramNameNormal);
 //   - the schema rules were written from media-intent.v1.json, and the fast
 //     path switches itself off unless that document, annotations aside, is
 //     still exactly mediaIntentFastSpec.
@@ -107,8 +110,8 @@ type fastPath struct {
 	isIdentifier  func(string) bool
 	isParamName   func(string) bool
 	scratch       sync.Pool // *fastScratch
-	keySeed       maphash.Seed
-	enabledReason string // why the fast path is off, "" when on
+	keySeed       uint64    // of keyHash, random so that no one can aim at collisions
+	enabledReason string    // why the fast path is off, "" when on
 }
 
 var mediaIntentFast = sync.OnceValue(func() *fastPath {
@@ -123,7 +126,7 @@ func newFastPath(schemaJSON []byte) *fastPath {
 	fp := &fastPath{
 		isIdentifier: fastPatterns[identifierPattern],
 		isParamName:  fastPatterns[paramNamePattern],
-		keySeed:      maphash.MakeSeed(),
+		keySeed:      rand.Uint64(),
 	}
 	fp.scratch.New = func() any { return new(fastScratch) }
 	canon, err := canonicalSchema(schemaJSON)
@@ -157,6 +160,7 @@ func (mediaIntent) AcceptRaw(doc []byte) bool {
 	s := fp.scratch.Get().(*fastScratch)
 	s.reset()
 	p := rawScanner{b: doc, d: unsafe.String(unsafe.SliceData(doc), len(doc)), fp: fp, s: s}
+	p.marks.reset()
 	ok := p.mediaIntent()
 	if len(s.slots) > maxPooledSlots {
 		s.slots = nil // do not keep what one huge object needed
@@ -242,6 +246,7 @@ type rawScanner struct {
 	fp     *fastPath
 	s      *fastScratch
 	serial uint64 // numbers the objects, to keep their name sets apart
+	marks  guardMarks
 }
 
 // mediaIntent checks the whole document: one object of MediaIntentV1.
@@ -259,7 +264,7 @@ func (p *rawScanner) mediaIntent() bool {
 		if p.pos >= len(d) || d[p.pos] != '"' {
 			return false // includes {}, which lacks required members
 		}
-		k, ok := p.str()
+		k, _, ok := p.str()
 		if !ok {
 			return false
 		}
@@ -274,7 +279,7 @@ func (p *rawScanner) mediaIntent() bool {
 		}
 		switch f {
 		case fRole:
-			v, ok := p.strValue()
+			v, _, ok := p.strValue()
 			if !ok || v != "publish" && v != "subscribe" {
 				return false
 			}
@@ -284,12 +289,12 @@ func (p *rawScanner) mediaIntent() bool {
 				return false
 			}
 		case fSourceID, fVariantID, fOutputProfile:
-			v, ok := p.strValue()
-			if !ok || !p.identifier(v) {
+			v, clean, ok := p.strValue()
+			if !ok || !p.identifier(v, clean) {
 				return false
 			}
 		case fMediaKind:
-			v, ok := p.strValue()
+			v, _, ok := p.strValue()
 			if !ok || v != "video" && v != "audio" {
 				return false
 			}
@@ -298,7 +303,7 @@ func (p *rawScanner) mediaIntent() bool {
 				return false
 			}
 		case fRecordingMode:
-			v, ok := p.strValue()
+			v, _, ok := p.strValue()
 			if !ok || v != "inherit" && v != "disabled" && v != "required" {
 				return false
 			}
@@ -331,8 +336,8 @@ func (p *rawScanner) mediaIntent() bool {
 }
 
 // identifier checks a decoded string against the schema's identifier
-// definition and the guard.
-func (p *rawScanner) identifier(v string) bool {
+// definition and the guard; clean is str's verdict on v.
+func (p *rawScanner) identifier(v string, clean bool) bool {
 	if !p.fp.isIdentifier(v) || v == "." || v == ".." {
 		return false
 	}
@@ -340,7 +345,7 @@ func (p *rawScanner) identifier(v string) bool {
 	if n := utf8.RuneCountInString(v); n < identifierMinLen || n > identifierMaxLen {
 		return false
 	}
-	return stringProblem(v) == ""
+	return clean || stringProblem(v) == ""
 }
 
 // priority accepts only the plain spelling of an integer in range: "-0",
@@ -375,9 +380,9 @@ func (p *rawScanner) colon() bool {
 	return true
 }
 
-func (p *rawScanner) strValue() (string, bool) {
+func (p *rawScanner) strValue() (s string, clean, ok bool) {
 	if p.pos >= len(p.d) || p.d[p.pos] != '"' {
-		return "", false
+		return "", false, false
 	}
 	return p.str()
 }
@@ -396,15 +401,15 @@ func (p *rawScanner) boolValue() bool {
 }
 
 func (p *rawScanner) skipSpace() {
-	for p.pos < len(p.d) {
-		switch p.d[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+	// Documents written by programs mostly have no white space at all, so
+	// one comparison settles the common case.
+	for p.pos < len(p.d) && p.d[p.pos] <= ' ' && jsonSpace>>p.d[p.pos]&1 != 0 {
+		p.pos++
 	}
 }
+
+// jsonSpace has a bit for each JSON white space byte.
+const jsonSpace = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
 
 // value checks any JSON value at p.pos (not white space) against the
 // guard; depth is the nesting level a container found here would have.
@@ -418,8 +423,8 @@ func (p *rawScanner) value(depth int) bool {
 	case '[':
 		return depth <= maxDepth && p.array(depth)
 	case '"':
-		v, ok := p.str()
-		return ok && stringProblem(v) == ""
+		v, clean, ok := p.str()
+		return ok && (clean || stringProblem(v) == "")
 	case 't':
 		return p.literal("true")
 	case 'f':
@@ -455,18 +460,31 @@ func (p *rawScanner) object(depth int, paramNames bool) bool {
 		if p.pos >= len(d) || d[p.pos] != '"' {
 			return false
 		}
-		k, ok := p.str()
+		k, clean, ok := p.str()
 		if !ok {
 			return false
 		}
-		if paramNames && !p.fp.isParamName(k) {
+		if paramNames {
+			// The pattern and the name's normal form for credentialWord
+			// in one pass: every parameter name needs both.
+			var norm [64]byte
+			n, match, long := paramNameNormal(k, &norm)
+			if long {
+				match = p.fp.isParamName(k) && credentialWord(k) == ""
+			} else {
+				match = match && credentialIn(norm[:n]) == ""
+			}
+			if !match {
+				return false
+			}
+		} else if credentialWord(k) != "" {
 			return false
 		}
-		if credentialWord(k) != "" || stringProblem(k) != "" {
+		if !clean && stringProblem(k) != "" {
 			return false
 		}
 		// Equal hashes mean a duplicate or, rarely, a collision: not sure.
-		if !p.s.insert(maphash.String(p.fp.keySeed, k) ^ mix) {
+		if !p.s.insert(keyHash(k, p.fp.keySeed) ^ mix) {
 			return false
 		}
 		if !p.colon() || !p.value(depth+1) {
@@ -530,7 +548,11 @@ func (p *rawScanner) number() bool {
 // str returns the decoded contents of the string at p.pos, as parser.str
 // would. Without escapes that is a substring of the document; with escapes
 // it is the scratch buffer, valid until the next call.
-func (p *rawScanner) str() (string, bool) {
+//
+// clean true promises that stringProblem has nothing to say about the
+// string; false only means "not shown" (always so after an escape), and the
+// caller asks stringProblem itself. See fastguard.go.
+func (p *rawScanner) str() (s string, clean, ok bool) {
 	d, b := p.d, p.b
 	i := p.pos + 1 // opening quote
 	start := i
@@ -546,7 +568,7 @@ func (p *rawScanner) str() (string, bool) {
 			i += 8
 		}
 		if i >= len(d) {
-			return "", false
+			return "", false, false
 		}
 		c := d[i]
 		if plainByte[c] {
@@ -556,20 +578,74 @@ func (p *rawScanner) str() (string, bool) {
 		switch {
 		case c == '"':
 			p.pos = i + 1
-			return d[start:i], true
+			s = d[start:i]
+			if len(s) < minGuardedString {
+				return s, true, true
+			}
+			if p.marks.next < start {
+				p.marks.update(d, start)
+			}
+			clean = p.marks.next >= i && len(s) < minBase64Run
+			if clean && headerFirst[s[0]]&headerSecond[s[1]]&headerThird[s[2]] != 0 {
+				clean = headerProblem(s) == ""
+			}
+			return s, clean, true
 		case c == '\\':
 			p.pos = i
-			return p.strEscaped(start)
+			s, ok = p.strEscaped(start)
+			return s, false, ok
 		case c < 0x20:
-			return "", false
+			return "", false, false
 		default:
 			r, size := utf8.DecodeRuneInString(d[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", false
+				return "", false, false
 			}
 			i += size
 		}
 	}
+}
+
+// keyHash hashes a member name for the set of names seen. Equal names hash
+// equally; unequal ones may collide, which only makes the caller unsure.
+// It is maphash's job done inline, eight bytes at a time: names are short,
+// and a call per name showed in profiles. Up to 24 bytes there is no loop,
+// whose end would be mispredicted as often as not.
+func keyHash(k string, seed uint64) uint64 {
+	h := seed ^ uint64(len(k))*0x9e3779b97f4a7c15
+	switch n := len(k); {
+	case n > 24:
+		for s := k; len(s) > 8; s = s[8:] {
+			h = hashMix(h ^ load64(s))
+		}
+		h ^= load64(k[n-8:]) // overlapping the word before if need be
+	case n >= 8:
+		// Three words that together cover every byte.
+		h = hashMix(hashMix(h^load64(k))^load64(k[(n-8)/2:])) ^ load64(k[n-8:])
+	case n >= 4:
+		s := k[n-4:]
+		h ^= uint64(k[0]) | uint64(k[1])<<8 | uint64(k[2])<<16 | uint64(k[3])<<24 |
+			uint64(s[0])<<32 | uint64(s[1])<<40 | uint64(s[2])<<48 | uint64(s[3])<<56
+	case n > 0:
+		h ^= uint64(k[0]) | uint64(k[n/2])<<8 | uint64(k[n-1])<<16
+	}
+	return hashMix(hashMix(h))
+}
+
+// load64 reads the first eight bytes of s, little endian (the compiler
+// makes it one load).
+func load64(s string) uint64 {
+	s = s[:8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// hashMix spreads every bit of h over the higher ones and folds the high
+// bits back down (splitmix64's multiplier), so that the low bits the name
+// set indexes by depend on the whole name.
+func hashMix(h uint64) uint64 {
+	h *= 0xbf58476d1ce4e5b9
+	return h ^ h>>31
 }
 
 const (

@@ -207,20 +207,74 @@ var credentialSuffixes = []string{"pwd", "auth", "jwt"}
 // credentialNames are matched only as the whole normalised name.
 var credentialNames = []string{"pass", "pw"}
 
+// credentialSym numbers the bytes that occur in credentialWords from 1,
+// every other byte being 0. credentialShift, indexed by the symbols of the
+// last two bytes of a window of minCredentialWord bytes, says how far the
+// window may move on before a word could begin in it, 0 when one may begin
+// at its first byte. This is a Wu-Manber search: it visits about one window
+// in three, where looking at every position of every member name was a
+// large part of the fast path's time.
+var credentialSym, credentialShift = func() (sym [256]uint8, shift [32 * 32]uint8) {
+	const m = minCredentialWord
+	next := uint8(1)
+	for _, words := range credentialWords {
+		for _, w := range words {
+			if len(w) < m {
+				panic("schema: credential word " + w + " is shorter than minCredentialWord")
+			}
+			for i := 0; i < len(w); i++ {
+				if sym[w[i]] == 0 {
+					if next == 32 {
+						panic("schema: too many distinct bytes in credential words")
+					}
+					sym[w[i]], next = next, next+1
+				}
+			}
+		}
+	}
+	for i := range shift {
+		shift[i] = m - 1
+	}
+	for _, words := range credentialWords {
+		for _, w := range words {
+			for j := 0; j+2 <= m; j++ {
+				k := int(sym[w[j]])<<5 | int(sym[w[j+1]])
+				shift[k] = min(shift[k], uint8(m-2-j))
+			}
+		}
+	}
+	return sym, shift
+}()
+
 // credentialWord returns the credential word name contains, or "".
 func credentialWord(name string) string {
 	var buf [64]byte
-	n := normalizeName(buf[:0], name)
-	for i := 0; i+minCredentialWord <= len(n); i++ {
-		words := credentialWords[n[i]]
-		if words == nil {
+	return credentialIn(normalizeName(buf[:0], name))
+}
+
+// credentialIn is credentialWord for a name already normalised
+// (normalizeName).
+func credentialIn(n []byte) string {
+	// No word begins within credentialShift of the window's start: its
+	// first minCredentialWord bytes would hold the window's last two at an
+	// offset that made the shift smaller. Windows are visited in order, so
+	// the word found is the first in the name, as a scan of every position
+	// would find it.
+	for i := 0; i+minCredentialWord <= len(n); {
+		last := n[i+minCredentialWord-2 : i+minCredentialWord]
+		if s := credentialShift[(int(credentialSym[last[0]])<<5|int(credentialSym[last[1]]))&(len(credentialShift)-1)]; s != 0 {
+			i += int(s)
 			continue
 		}
-		for _, w := range words {
+		for _, w := range credentialWords[n[i]] {
 			if len(n)-i >= len(w) && n[i+1] == w[1] && string(n[i:i+len(w)]) == w {
 				return w
 			}
 		}
+		i++
+	}
+	if len(n) == 0 || !credentialLast[n[len(n)-1]] {
+		return ""
 	}
 	for _, w := range credentialSuffixes {
 		if len(n) >= len(w) && n[len(n)-1] == w[len(w)-1] && string(n[len(n)-len(w):]) == w {
@@ -234,6 +288,19 @@ func credentialWord(name string) string {
 	}
 	return ""
 }
+
+// credentialLast marks the last bytes of credentialSuffixes and
+// credentialNames: most names end in none of them, and then neither list
+// needs a look.
+var credentialLast = func() (t [256]bool) {
+	for _, w := range append(slices.Clone(credentialSuffixes), credentialNames...) {
+		if w == "" {
+			panic("schema: empty credential suffix or name")
+		}
+		t[w[len(w)-1]] = true
+	}
+	return t
+}()
 
 // normalizeName lower-cases name and drops the separators people put
 // between words, so "Api-Key", "api_key" and "API.KEY" all read "apikey".

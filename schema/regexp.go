@@ -12,47 +12,72 @@ import (
 // few nanoseconds. Any other pattern is compiled with Go's regexp as usual;
 // TestFastPatternsAgreeWithRegexp holds the two to the same answers.
 var fastPatterns = map[string]func(string) bool{
-	// identifier
-	`^[A-Za-z0-9._-]+$`: func(s string) bool {
-		if s == "" {
-			return false
-		}
-		for i := 0; i < len(s); i++ {
-			if !isIdentByte(s[i]) {
-				return false
-			}
-		}
-		return true
-	},
-	// namespaced parameter name: <ns>.<name>[.<name>...]
-	`^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$`: func(s string) bool {
-		i := 0
-		for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= '0' && s[i] <= '9' || s[i] == '-') {
-			i++
-		}
-		if i == 0 || i == len(s) {
-			return false
-		}
-		for i < len(s) {
-			if s[i] != '.' {
-				return false
-			}
-			i++
-			start := i
-			for i < len(s) && s[i] != '.' && isIdentByte(s[i]) {
-				i++
-			}
-			if i == start {
-				return false
-			}
-		}
-		return true
-	},
+	`^[A-Za-z0-9._-]+$`:               matchIdentifier,
+	`^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$`: matchParamName,
 }
 
-func isIdentByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+// matchIdentifier is ^[A-Za-z0-9._-]+$.
+func matchIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if patternClass[s[i]]&pcIdent == 0 {
+			return false
+		}
+	}
+	return true
 }
+
+// matchParamName is ^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$, a namespaced
+// parameter name: <ns>.<name>[.<name>...].
+func matchParamName(s string) bool {
+	i := 0
+	for i < len(s) && patternClass[s[i]]&pcNamespace != 0 {
+		i++
+	}
+	if i == 0 || i == len(s) {
+		return false
+	}
+	for i < len(s) {
+		if s[i] != '.' {
+			return false
+		}
+		i++
+		start := i
+		for i < len(s) && patternClass[s[i]]&pcSegment != 0 {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	return true
+}
+
+// The character classes of the patterns, as bits of patternClass: one
+// table look-up per byte rather than a chain of comparisons.
+const (
+	pcIdent     = 1 << iota // [A-Za-z0-9._-]
+	pcNamespace             // [a-z0-9-]
+	pcSegment               // [a-zA-Z0-9_-]
+)
+
+var patternClass = func() (t [256]uint8) {
+	for c := range 256 {
+		lower, upper, digit := c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9'
+		if lower || upper || digit || c == '.' || c == '_' || c == '-' {
+			t[c] |= pcIdent
+		}
+		if lower || digit || c == '-' {
+			t[c] |= pcNamespace
+		}
+		if lower || upper || digit || c == '_' || c == '-' {
+			t[c] |= pcSegment
+		}
+	}
+	return t
+}()
 
 type fastRegexp struct {
 	pattern string

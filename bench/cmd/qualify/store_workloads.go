@@ -105,7 +105,8 @@ func runDurableCASConcurrent(env *Env) ([]harness.Result, error) {
 			return owners[wr+(i%owned)*writers].cas(s)
 		})
 		st := s.JournalStats()
-		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f", st.Appends, float64(st.Records)/float64(max(st.Appends, 1)))
+		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f syncs=%d records_per_sync=%.1f",
+			st.Appends, float64(st.Records)/float64(max(st.Appends, 1)), st.Syncs, float64(st.Records)/float64(max(st.Syncs, 1)))
 		if cerr := s.Close(); err == nil {
 			err = cerr
 		}

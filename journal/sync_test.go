@@ -1,0 +1,151 @@
+package journal
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/keeppeek/statestore/internal/fault"
+)
+
+func records(from, n int) []*Record {
+	out := make([]*Record, n)
+	for i := range out {
+		out[i] = testRecord(from + i)
+	}
+	return out
+}
+
+func mustWrite(t *testing.T, j *Journal, recs []*Record, first uint64) {
+	t.Helper()
+	if got, err := j.Write(recs, first); err != nil || got != first {
+		t.Fatalf("write at %d: first %d, err %v", first, got, err)
+	}
+}
+
+// TestWriteThenSync pins the pipeline contract: written records are not
+// acknowledged until a Sync covers them, one Sync covers every batch
+// written before it, and Write refuses a batch that does not continue the
+// written records.
+func TestWriteThenSync(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 1<<20)
+	mustWrite(t, j, records(1, 3), 1)
+	mustWrite(t, j, records(4, 2), 4)
+	if j.LastIndex() != 0 || j.Written() != 5 {
+		t.Fatalf("before sync: last %d written %d, want 0 and 5", j.LastIndex(), j.Written())
+	}
+	if err := j.Sync(5); err != nil {
+		t.Fatal(err)
+	}
+	if st := j.Stats(); j.LastIndex() != 5 || st.Syncs != 1 || st.Appends != 2 || st.Records != 5 {
+		t.Fatalf("after sync: last %d, stats %+v", j.LastIndex(), st)
+	}
+	for _, first := range []uint64{5, 7, 1} {
+		if _, err := j.Write(records(int(first), 1), first); !errors.Is(err, ErrStale) {
+			t.Fatalf("write at %d after 5 records: %v, want ErrStale", first, err)
+		}
+	}
+	if err := j.Sync(9); err == nil {
+		t.Fatal("sync of records never written succeeded")
+	}
+	j.Close()
+	j, _ = openJournal(t, dir, 1<<20)
+	defer j.Close()
+	if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, 5)) {
+		t.Fatal("reopened journal differs from the synced records")
+	}
+}
+
+// TestSyncFailureCutsBack: an fdatasync that fails answers an error, cuts
+// every written-but-unsynced record off the files (so the batches written
+// while it ran are gone too), and leaves the journal writable at the first
+// unacknowledged index without a reopen.
+func TestSyncFailureCutsBack(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	// Small segments, so the unsynced records span a segment change.
+	j, _ := openJournal(t, dir, 300)
+	mustWrite(t, j, records(1, 3), 1)
+	if err := j.Sync(3); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, j, records(4, 4), 4)
+	mustWrite(t, j, records(8, 4), 8)
+	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	err := j.Sync(11)
+	restore()
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("sync under EIO: %v", err)
+	}
+	var se *StorageError
+	if !errors.As(err, &se) || se.Index != 4 {
+		t.Fatalf("error %v does not name index 4, the first record lost", err)
+	}
+	if j.LastIndex() != 3 || j.Written() != 3 || j.Stats().Failures != 1 {
+		t.Fatalf("after failure: last %d written %d failures %d", j.LastIndex(), j.Written(), j.Stats().Failures)
+	}
+	if _, err := j.Write(records(12, 1), 12); !errors.Is(err, ErrStale) {
+		t.Fatalf("write continuing the lost records: %v, want ErrStale", err)
+	}
+	if err := j.Sync(11); err == nil {
+		t.Fatal("sync of cut-back records succeeded")
+	}
+	again := records(104, 2)
+	for i, r := range again {
+		r.Revision = uint64(4 + i)
+	}
+	mustWrite(t, j, again, 4)
+	if err := j.Sync(5); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j, cut := openJournal(t, dir, 300)
+	defer j.Close()
+	if cut != nil {
+		t.Fatalf("reopen after recovery reported a cut: %v", cut)
+	}
+	if got := replayAll(t, j); !reflect.DeepEqual(got, append(records(1, 3), again...)) {
+		t.Fatal("reopened journal holds records other than the synced ones")
+	}
+}
+
+// TestSyncRacingRecovery: a sync still in flight when a failure elsewhere
+// cut the files back must not claim its records, even if its own
+// fdatasync succeeds.
+func TestSyncRacingRecovery(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 1<<20)
+	defer j.Close()
+	mustWrite(t, j, records(1, 2), 1)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls int
+	var mu sync.Mutex
+	defer fault.SetSync(func(string) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			close(entered)
+			<-release // the first sync stalls inside its fdatasync
+			return nil
+		}
+		return syscall.EIO // the second fails and recovers the journal
+	})()
+	done := make(chan error)
+	go func() { done <- j.Sync(2) }()
+	<-entered
+	if err := j.Sync(2); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("second sync: %v, want EIO", err)
+	}
+	close(release)
+	if err := <-done; err == nil {
+		t.Fatal("the stalled sync claimed records a recovery had cut back")
+	}
+	if j.LastIndex() != 0 || j.Written() != 0 {
+		t.Fatalf("last %d written %d after the recovery, want 0", j.LastIndex(), j.Written())
+	}
+}

@@ -1,0 +1,135 @@
+package statestore_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/fault"
+)
+
+// TestSyncFailureMidPipeline fails fdatasyncs while many writers keep the
+// pipeline full, so batches are written behind the one whose sync fails.
+// Every acknowledged write must survive, no failed write may show (in
+// memory or after reopen), the store keeps accepting writes without a
+// restart, and memory equals what reopening replays.
+func TestSyncFailureMidPipeline(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	const (
+		ns      = "group/pipeline"
+		writers = 16
+		rounds  = 40
+	)
+	var syncs, failed atomic.Int64
+	restore := fault.SetSync(func(string) error {
+		if n := syncs.Add(1); n%5 == 0 && failed.Load() < 4 {
+			failed.Add(1)
+			return syscall.EIO
+		}
+		return nil
+	})
+	var storageErrs atomic.Int64
+	last := make([][]byte, writers) // the last acknowledged document per key
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("w%02d", w)
+			for i := range rounds {
+				x := statestore.CreateOnly
+				if cur, err := f.s.Get(ctx, admin, ns, key); err == nil {
+					x = statestore.IfRevision(cur.Revision)
+				}
+				doc := docN(w*1000 + i)
+				_, err := f.put(admin, ns, key, doc, x)
+				var se *statestore.Error
+				switch {
+				case err == nil:
+					last[w] = doc
+				case errors.As(err, &se) && se.Code == statestore.Storage:
+					storageErrs.Add(1)
+				default:
+					t.Errorf("writer %d round %d: %v", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	restore()
+	if failed.Load() == 0 || storageErrs.Load() == 0 {
+		t.Fatalf("no sync failed (%d syncs, %d failed, %d STORAGE answers): the test did not exercise failures", syncs.Load(), failed.Load(), storageErrs.Load())
+	}
+	// Without a restart, every writer can write again.
+	for w := range writers {
+		key := fmt.Sprintf("w%02d", w)
+		x := statestore.CreateOnly
+		if cur, err := f.s.Get(ctx, admin, ns, key); err == nil {
+			x = statestore.IfRevision(cur.Revision)
+		}
+		doc := docN(w*1000 + 999)
+		if _, err := f.put(admin, ns, key, doc, x); err != nil {
+			t.Fatalf("write after the failures: %v", err)
+		}
+		last[w] = doc
+	}
+	check := func(when string) map[string]uint64 {
+		revs := map[string]uint64{}
+		for w := range writers {
+			key := fmt.Sprintf("w%02d", w)
+			e, err := f.s.Get(ctx, admin, ns, key)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", when, key, err)
+			}
+			if !bytes.Equal(e.Document, last[w]) {
+				t.Fatalf("%s: %s holds %s, the last acknowledged write was %s", when, key, e.Document, last[w])
+			}
+			revs[key] = e.Revision
+		}
+		revs[""] = f.s.Namespace(ns).Revision
+		return revs
+	}
+	before := check("before reopen")
+	f.reopen()
+	if after := check("after reopen"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("revisions changed across reopen:\nbefore %v\nafter  %v", before, after)
+	}
+	t.Logf("%d syncs, %d failed, %d writes answered STORAGE", syncs.Load(), failed.Load(), storageErrs.Load())
+}
+
+// TestSyncFailureLoneWriter: a write that finds the pipeline idle runs it
+// in its own goroutine; a failed fdatasync there answers STORAGE, leaves
+// nothing behind in memory or on disk, and the next write proceeds
+// without a restart.
+func TestSyncFailureLoneWriter(t *testing.T) {
+	f := newFixture(t)
+	const ns = "user/alice"
+	first := f.mustPut(alice, ns, "kept", docN(1))
+	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	_, err := f.put(alice, ns, "lost", docN(2), statestore.Expect{})
+	restore()
+	wantCode(t, err, statestore.Storage, "journal")
+	if _, err := f.s.Get(ctx, alice, ns, "lost"); !errors.Is(err, statestore.ErrNotFound) {
+		t.Fatalf("failed write is visible: %v", err)
+	}
+	if rev := f.s.Namespace(ns).Revision; rev != first.Revision {
+		t.Fatalf("namespace revision %d after a failed write, want %d", rev, first.Revision)
+	}
+	next := f.mustPut(alice, ns, "after", docN(3))
+	if next.Revision != first.Revision+1 {
+		t.Fatalf("write after the failure got revision %d, want %d", next.Revision, first.Revision+1)
+	}
+	f.reopen()
+	if _, err := f.s.Get(ctx, alice, ns, "lost"); !errors.Is(err, statestore.ErrNotFound) {
+		t.Fatalf("failed write reappeared after reopen: %v", err)
+	}
+	if e, err := f.s.Get(ctx, alice, ns, "after"); err != nil || e.Revision != next.Revision {
+		t.Fatalf("write after the failure lost on reopen: %v %v", e, err)
+	}
+}

@@ -1,0 +1,365 @@
+package schema
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/keeppeek/statestore/internal/testdoc"
+)
+
+// credentialWordReference is credentialWord as it was before the Wu-Manber
+// search: a look at every position. credentialWord must name the same word.
+func credentialWordReference(name string) string {
+	n := normalizeName(nil, name)
+	for i := 0; i+minCredentialWord <= len(n); i++ {
+		for _, w := range credentialWords[n[i]] {
+			if len(n)-i >= len(w) && string(n[i:i+len(w)]) == w {
+				return w
+			}
+		}
+	}
+	for _, w := range credentialSuffixes {
+		if len(n) >= len(w) && string(n[len(n)-len(w):]) == w {
+			return w
+		}
+	}
+	for _, w := range credentialNames {
+		if string(n) == w {
+			return w
+		}
+	}
+	return ""
+}
+
+// credentialPatterns are every word, suffix and name credentialWord knows.
+func credentialPatterns() []string {
+	var all []string
+	for _, words := range credentialWords {
+		all = append(all, words...)
+	}
+	all = append(all, credentialSuffixes...)
+	return append(all, credentialNames...)
+}
+
+// disguise spells w as a writer might: cases flipped, separators put
+// between letters, s and k now and then replaced by the characters that
+// fold to them.
+func disguise(rng *rand.Rand, w string) string {
+	var b strings.Builder
+	for i, r := range w {
+		if i > 0 && rng.IntN(4) == 0 {
+			b.WriteByte("_-. "[rng.IntN(4)])
+		}
+		switch {
+		case r == 's' && rng.IntN(6) == 0:
+			b.WriteRune('\u017f')
+		case r == 'k' && rng.IntN(6) == 0:
+			b.WriteRune('\u212a')
+		case rng.IntN(3) == 0:
+			b.WriteString(strings.ToUpper(string(r)))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestCredentialWordMatchesReference(t *testing.T) {
+	check := func(name string) {
+		t.Helper()
+		if got, want := credentialWord(name), credentialWordReference(name); got != want {
+			t.Fatalf("credentialWord(%q) = %q, reference %q", name, got, want)
+		}
+	}
+	patterns := credentialPatterns()
+	fillers := []string{"", "x", "ab", "cv.", "transcoder.", "note-12", "author", "tokens", "pas", "se", "abcdefg"}
+	for _, w := range patterns {
+		for _, before := range fillers {
+			for _, after := range fillers {
+				check(before + w + after)
+				check(before + strings.ToUpper(w) + after)
+				// Every position of the word against the Wu-Manber windows.
+				for k := range 9 {
+					check(strings.Repeat("q", k) + before + w + after)
+				}
+			}
+		}
+		// Two words: the first one is named.
+		for _, v := range patterns {
+			check(w + v)
+			check("zz" + w + "." + v)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	alphabet := []rune("apiksecrtonwdhjbvzl_-. AEKPST0\u017f\u212a")
+	for range 300000 {
+		var b strings.Builder
+		if rng.IntN(3) == 0 {
+			b.WriteString(disguise(rng, patterns[rng.IntN(len(patterns))]))
+		}
+		for range rng.IntN(24) {
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		if rng.IntN(3) == 0 {
+			b.WriteString(disguise(rng, patterns[rng.IntN(len(patterns))]))
+		}
+		check(b.String())
+	}
+	check(strings.Repeat("a", 70) + "token") // longer than credentialWord's buffer
+}
+
+func TestParamNameNormal(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		var out [64]byte
+		n, match, long := paramNameNormal(s, &out)
+		if long != (len(s) > len(out)) {
+			t.Fatalf("paramNameNormal(%q): long = %v", s, long)
+		}
+		if long {
+			return
+		}
+		if want := matchParamName(s); match != want {
+			t.Fatalf("paramNameNormal(%q): match %v, matchParamName %v", s, match, want)
+		}
+		if want := normalizeName(nil, s); match && !bytes.Equal(out[:n], want) {
+			t.Fatalf("paramNameNormal(%q) = %q, normalizeName %q", s, out[:n], want)
+		}
+	}
+	for _, s := range []string{"", ".", "a", "a.", ".a", "a.b", "a..b", "a.b.", "A.b", "a-1.B_c-2.d",
+		"transcoder.note-12", "cv.Zone_1-x", "a.b c", "a.\u00e9", "-.-", "a._", strings.Repeat("a.b", 21) + "c",
+		strings.Repeat("a.b", 22)} {
+		check(s)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	alphabet := []byte("azAZ09._-/ \xc3\xa9\x00\x7f")
+	for range 300000 {
+		b := make([]byte, rng.IntN(70))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		check(string(b))
+	}
+}
+
+// guardTriggers are strings stringProblem rejects, each for a different
+// rule, none needing an escape in JSON.
+var guardTriggers = []string{
+	"-----BEGIN OPENSSH PRIVATE KEY-----",
+	"x;base64,AAAA", "DATA:image/png;BASE64,iVBORw0KGgo=",
+	"id=a3fWa; Path=/", "id=a3fWa; Expires=Thu, 21 Oct 2021 07:28:00 GMT",
+	"bearer abcdefgh1234", "Bearer abcdefgh1234", "BEARER ABCDEFGH1234", "BeArEr abcdefgh1234",
+	"basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==", "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==",
+	"basic dXNlcjpwYXNzd29yZA==", "bAsIc dXNlcjpwYXNzd29yZA==", "bearer x.y.z0123", // no B, G or ;
+	"Authorization: x", "authorization:x", "proxy-authorization: x", "cookie: a=b", "Set-Cookie: a",
+	"  Cookie: a=b", "JSESSIONID=1", "__Secure-x=1", "__Host-x=1", "connect.sid=1",
+	"PHPSESSID=1", "asp.net_sessionid=1",
+	"R0lGODlhAQABAIAAAAAAAP", "UklGRiQAAABXQVZFZm10IBAA", "JVBERi0xLjQKJcOkw7zDtsOf",
+	"iVBORw0KGgoAAAANSUhEUgAA", "/9j/4AAQSkZJRgABAQEASABI", "/9j/4AAQSkZJRgAAAQEASAAA",
+	strings.Repeat("QUJD", 64), strings.Repeat("QUJD", 100),
+}
+
+// cleanByStr scans doc, JSON whose strings need no escapes, as the fast
+// path does, and returns every string with str's verdict on it.
+func cleanByStr(t testing.TB, doc []byte) (strs []string, clean []bool) {
+	t.Helper()
+	p := rawScanner{b: doc, d: string(doc), s: new(fastScratch)}
+	p.marks.reset()
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '"' {
+			continue
+		}
+		p.pos = i
+		s, c, ok := p.str()
+		if !ok {
+			t.Fatalf("str failed at %d in %q", i, doc)
+		}
+		strs, clean = append(strs, s), append(clean, c)
+		i = p.pos - 1
+	}
+	return strs, clean
+}
+
+// stringsDoc is a JSON array holding strs, which need no escapes.
+func stringsDoc(strs ...string) []byte {
+	return []byte(`["` + strings.Join(strs, `","`) + `"]`)
+}
+
+func TestStrCleanImpliesNoProblem(t *testing.T) {
+	prose := "keep the aspect ratio and drop frames rather than add latency "
+	var cases []string
+	for _, trigger := range guardTriggers {
+		cases = append(cases, trigger, trigger[:len(trigger)-1], trigger[1:])
+		// Every offset against the eight-byte words, at the start, in the
+		// middle and at the end of a string, and in strings of every length
+		// around the limits.
+		for k := range 17 {
+			cases = append(cases, prose[:k]+trigger, trigger+prose[:k], prose[:k]+trigger+prose[:k],
+				prose[:k]+" "+trigger+" "+prose[k:])
+		}
+	}
+	for n := range 20 {
+		cases = append(cases, strings.Repeat("Cookie: a=b ", 3)[:n], ("Bearer abcdefgh1234")[:min(n, 19)])
+	}
+	for _, n := range []int{15, 16, 17, 255, 256, 257} {
+		cases = append(cases, strings.Repeat("A", n), "R0lGOD"+strings.Repeat("A", n), "x "+strings.Repeat("9", n))
+	}
+	// Marks that stand close to, but outside, a string.
+	cases = append(cases, "b", "ab", "9j", "/9j", "ja", "B", ";", "G")
+	cases = slices.DeleteFunc(cases, func(s string) bool { return !utf8.ValidString(s) })
+	var problems int
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		for i, s := range cases {
+			pair := [2]string{s, cases[(i+7)%len(cases)]}
+			strs, clean := cleanByStr(t, stringsDoc(pair[order[0]], pair[order[1]], "short", prose))
+			for j, s := range strs {
+				r := stringProblem(s)
+				if r != "" {
+					problems++
+				}
+				if clean[j] && r != "" {
+					t.Errorf("str calls %q clean; stringProblem: %s", s, r)
+				}
+			}
+		}
+	}
+	if problems < len(guardTriggers) {
+		t.Fatalf("only %d strings with a problem; the test no longer tests", problems)
+	}
+	// Each trigger also as a parameter name and value of a whole document:
+	// the fast path must leave it to the full path.
+	for _, s := range guardTriggers {
+		for _, doc := range [][]byte{
+			[]byte(`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"` + s + `"}}`),
+			[]byte(`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":{"` + s + `":1}}}`),
+		} {
+			if fastAccepts(doc) && fullAccepts(doc) != nil {
+				t.Errorf("fast path accepts %s", doc)
+			}
+		}
+	}
+}
+
+// TestStrCleanOnBenchmarkDocument keeps the fast guard fast: every string
+// of the standard document should be shown clean without stringProblem.
+// (Failing it leaves the fast path sound, only slow.)
+func TestStrCleanOnBenchmarkDocument(t *testing.T) {
+	for _, seed := range []int{0, 1, 2, 3} {
+		strs, clean := cleanByStr(t, testdoc.MediaIntent(2193, seed))
+		for i, s := range strs {
+			if !clean[i] {
+				t.Errorf("seed %d: %q not shown clean", seed, s)
+			}
+		}
+	}
+}
+
+func TestHeaderTables(t *testing.T) {
+	// Whatever headerProblem finds, the tables must let through.
+	var firsts []byte
+	for c := range 256 {
+		firsts = append(firsts, byte(c))
+	}
+	tail := []string{"uthorization: x", "sp.net_sessionid=1", "roxy-authorization: x", "hpsessid=1",
+		"ookie: a", "onnect.sid=1", "et-cookie: a", "sessionid=1", "_secure-a", "_host-a"}
+	for _, c := range firsts {
+		for _, rest := range tail {
+			for _, s := range []string{string(c) + rest, string(c) + strings.ToUpper(rest), string(c) + "\u017f" + rest[1:],
+				string(c) + "\u212a" + rest[1:]} {
+				if len(s) >= minGuardedString && headerProblem(s) != "" && headerFirst[s[0]]&headerSecond[s[1]]&headerThird[s[2]] == 0 {
+					t.Errorf("headerProblem(%q) = %q, but the tables rule it out", s, headerProblem(s))
+				}
+			}
+		}
+	}
+}
+
+// FuzzGuardFilters holds the fast path's shortcuts for the guard to the
+// guard: str's clean verdict to stringProblem, paramNameNormal to
+// matchParamName and normalizeName, credentialWord to its reference.
+func FuzzGuardFilters(f *testing.F) {
+	for _, s := range guardTriggers {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{"", "a.b", "transcoder.note-12", "Api-Key", "pa\u017f\u017fword", "x.PassWord",
+		"keep the aspect ratio", "browser-h264-720p"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s := string(in)
+		if got, want := credentialWord(s), credentialWordReference(s); got != want {
+			t.Fatalf("credentialWord(%q) = %q, reference %q", s, got, want)
+		}
+		var out [64]byte
+		if n, match, long := paramNameNormal(s, &out); !long {
+			if match != matchParamName(s) || match && !bytes.Equal(out[:n], normalizeName(nil, s)) {
+				t.Fatalf("paramNameNormal(%q) = %q, %v", s, out[:n], match)
+			}
+		}
+		if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' }) {
+			return
+		}
+		// s on its own and between others, so that marks are met both
+		// before and after it.
+		for _, doc := range [][]byte{stringsDoc(s), stringsDoc("x"+s, s+"y", s+" "+s)} {
+			strs, clean := cleanByStr(t, doc)
+			for j, v := range strs {
+				if clean[j] && stringProblem(v) != "" {
+					t.Fatalf("str calls %q clean; stringProblem: %s", v, stringProblem(v))
+				}
+			}
+		}
+	})
+}
+
+// TestFastPathNamesEveryLength covers keyHash's cases by length: a name
+// given twice, once through an escape, is never accepted, and names that
+// differ in any one byte are all accepted.
+func TestFastPathNamesEveryLength(t *testing.T) {
+	const head = `{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{`
+	for n := 3; n <= 70; n++ {
+		name := "a." + strings.Repeat("x", n-2)
+		escaped := `a\u002e` + name[2:]
+		dup := []byte(head + `"` + name + `":1,"` + escaped + `":2}}`)
+		if fullAccepts(dup) == nil {
+			t.Fatalf("full path accepts %s", dup)
+		}
+		if fastAccepts(dup) {
+			t.Errorf("fast path accepts a duplicate name of %d bytes", n)
+		}
+		var b strings.Builder
+		b.WriteString(head)
+		for i := 2; i < n; i++ {
+			for _, c := range []byte("yz") {
+				v := []byte(name)
+				v[i] = c
+				if b.Len() > len(head) {
+					b.WriteByte(',')
+				}
+				b.WriteString(`"` + string(v) + `":1`)
+			}
+		}
+		b.WriteString(`}}`)
+		doc := []byte(b.String())
+		if err := fullAccepts(doc); err != nil {
+			t.Fatalf("full path rejects %d-byte names: %v", n, err)
+		}
+		if !fastAccepts(doc) {
+			t.Errorf("fast path not sure of %d-byte names differing in one byte", n)
+		}
+	}
+	// Over the 64 bytes paramNameNormal handles, names take the long way.
+	long := "cv." + strings.Repeat("zone", 20)
+	if doc := []byte(head + `"` + long + `":1}}`); fullAccepts(doc) != nil || !fastAccepts(doc) {
+		t.Errorf("long parameter name: full %v, fast %v", fullAccepts(doc), fastAccepts(doc))
+	}
+	for _, bad := range []string{long + ".api_key", long + ".", strings.ToUpper(long)} {
+		if doc := []byte(head + `"` + bad + `":1}}`); fastAccepts(doc) {
+			t.Errorf("fast path accepts parameter name %q", bad)
+		}
+	}
+}
