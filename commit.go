@@ -108,25 +108,30 @@ func (s *Store) idleLocked() bool {
 		!s.syncing && !s.direct && !s.paused && !s.reset
 }
 
-// commitDirect runs o through admission, write and sync in the caller's
-// goroutine: with nothing else in the pipeline, handing it to the
-// committer, writer and syncer in turn would only add three goroutine
-// wake-ups to the latency of every lone write. s.direct holds the
-// committer off meanwhile; ops that arrive queue up and start the pipeline
-// once it is released.
+// commitDirect admits and writes o in the caller's goroutine, and syncs it
+// there too unless a sync is already running: with nothing else in the
+// pipeline, handing o to the committer, writer and syncer in turn would
+// only add three goroutine wake-ups to the latency of every lone write.
+// s.direct holds the committer off until o is written; ops that arrive
+// after that are admitted and written while o's fdatasync runs, and the
+// syncer takes them once it ends.
 func (s *Store) commitDirect(o *op) {
 	b := s.admitBatch([]*op{o})
-	s.writeBatches([]*batch{b})
-	poisoned, published, leases := s.syncRound([]*batch{b}, false)
+	err := s.writeBatches([]*batch{b})
 	s.mu.Lock()
 	s.direct = false
-	if poisoned {
-		s.poisoned, s.reset = true, true
+	if err != nil {
+		s.reset = true
 	}
+	// The pipeline was empty and held off: b is the only batch in it.
+	s.inflight = append(s.inflight, b)
+	s.nwritten++
 	s.work.Signal()
-	s.idle.Broadcast()
+	if !s.syncing {
+		s.roundLocked()
+	}
 	s.mu.Unlock()
-	s.afterRound(published, leases)
+	<-o.done
 }
 
 // commitLoop is the committer: it admits queued ops, one batch at a time,
@@ -232,7 +237,7 @@ func (s *Store) syncLoop() {
 	defer s.loops.Done()
 	s.mu.Lock()
 	for {
-		if s.nwritten == 0 {
+		if s.nwritten == 0 || s.syncing {
 			if s.stopping && len(s.inflight) == 0 {
 				s.mu.Unlock()
 				return
@@ -240,29 +245,38 @@ func (s *Store) syncLoop() {
 			s.synced.Wait()
 			continue
 		}
-		round := s.inflight[:s.nwritten]
-		poisoned := s.poisoned
-		s.syncing = true
-		s.mu.Unlock()
-
-		poisoned, published, leases := s.syncRound(round, poisoned)
-
-		s.mu.Lock()
-		n := copy(s.inflight, s.inflight[len(round):])
-		clear(s.inflight[n:])
-		s.inflight = s.inflight[:n]
-		s.nwritten -= len(round)
-		s.syncing = false
-		if poisoned {
-			s.poisoned, s.reset = true, true
-		}
-		// The committer may be gathering, or waiting for the drain.
-		s.work.Signal()
-		s.idle.Broadcast()
-		s.mu.Unlock()
-		s.afterRound(published, leases)
-		s.mu.Lock()
+		s.roundLocked()
 	}
+}
+
+// roundLocked runs one sync round over the written batches, as the syncer
+// or as a lone writer (commitDirect). s.mu is held on entry and on return,
+// released meanwhile; s.nwritten > 0 and no round is running.
+func (s *Store) roundLocked() {
+	round := s.inflight[:s.nwritten]
+	poisoned := s.poisoned
+	s.syncing = true
+	s.mu.Unlock()
+
+	poisoned, published, leases := s.syncRound(round, poisoned)
+
+	s.mu.Lock()
+	n := copy(s.inflight, s.inflight[len(round):])
+	clear(s.inflight[n:])
+	s.inflight = s.inflight[:n]
+	s.nwritten -= len(round)
+	s.syncing = false
+	if poisoned {
+		s.poisoned, s.reset = true, true
+	}
+	// The committer may be gathering, or waiting for the drain; the
+	// syncer may be waiting while a lone writer ran this round.
+	s.work.Signal()
+	s.synced.Signal()
+	s.idle.Broadcast()
+	s.mu.Unlock()
+	s.afterRound(published, leases)
+	s.mu.Lock()
 }
 
 // afterRound starts what a published round may call for: a background
