@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/fault"
@@ -131,5 +133,63 @@ func TestSyncFailureLoneWriter(t *testing.T) {
 	}
 	if e, err := f.s.Get(ctx, alice, ns, "after"); err != nil || e.Revision != next.Revision {
 		t.Fatalf("write after the failure lost on reopen: %v %v", e, err)
+	}
+}
+
+// TestWritesPipelineBehindSync stalls the first fdatasync and checks the
+// pipeline's contract around it: writers that arrive meanwhile are
+// admitted and written (so the next fdatasync covers them all at once),
+// yet none is answered or visible before a sync covers it.
+func TestWritesPipelineBehindSync(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	const ns, later = "group/pipeline", 64
+	entered, release := make(chan struct{}), make(chan struct{})
+	var syncs atomic.Int64
+	defer fault.SetSync(func(string) error {
+		if syncs.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	})()
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	put := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.put(admin, ns, fmt.Sprintf("k%02d", i), docN(i), statestore.Expect{}); err != nil {
+				t.Errorf("put %d: %v", i, err)
+			}
+			answered.Add(1)
+		}()
+	}
+	put(0) // finds the pipeline idle and stalls in its own fdatasync
+	<-entered
+	for i := 1; i <= later; i++ {
+		put(i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for f.s.JournalStats().Records < later+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d records written while the first sync stalled", f.s.JournalStats().Records, later+1)
+		}
+		runtime.Gosched()
+	}
+	if n := answered.Load(); n != 0 {
+		t.Fatalf("%d writes answered before any fdatasync completed", n)
+	}
+	for _, k := range []string{"k00", "k01", fmt.Sprintf("k%02d", later)} {
+		if _, err := f.s.Get(ctx, admin, ns, k); !errors.Is(err, statestore.ErrNotFound) {
+			t.Fatalf("%s visible before its sync: %v", k, err)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if n := syncs.Load(); n > 3 {
+		t.Fatalf("%d fdatasyncs for %d writes written during one stalled sync; want them grouped", n, later+1)
+	}
+	if e, err := f.s.Get(ctx, admin, ns, fmt.Sprintf("k%02d", later)); err != nil || e.Revision == 0 {
+		t.Fatalf("write not visible after its sync: %v", err)
 	}
 }

@@ -326,10 +326,10 @@ var ErrStale = errors.New("journal: batch built on records that were cut back")
 // records are not acknowledged until a Sync covers them; when the batch
 // opened a new segment file, that Sync also fsyncs the directory, so the
 // new file's entry is durable before any record in it is acknowledged
-// (tidwall/wal fsyncs the finished segment itself as it cycles). On failure nothing of the batch is kept: the handle is
-// discarded and the files are cut back to the last synced record (so
-// records written earlier but not yet synced are gone too, and their Sync
-// fails).
+// (tidwall/wal fsyncs the finished segment itself as it cycles). On
+// failure nothing of the batch is kept: the handle is discarded and the
+// files are cut back to the last synced record (so records written earlier
+// but not yet synced are gone too, and their Sync fails).
 func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
