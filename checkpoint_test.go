@@ -248,8 +248,14 @@ func TestRestartChurn(t *testing.T) {
 		f.reopen()
 		uses = append(uses, diskUse(t, f.dir))
 	}
+	// The journal is freed a whole segment at a time, and where a cycle's
+	// last checkpoints fall against segment boundaries decides whether one
+	// more segment (1 MiB plus the record that crossed it) is still held:
+	// use may move by that much. A store that did not reuse its space
+	// would grow by a whole cycle's journal (about 4.7 MB) each time.
+	const segment = 1 << 20
 	for i := 2; i < len(uses); i++ {
-		if uses[i] > uses[1]+(1<<20) {
+		if uses[i] > uses[1]+2*segment {
 			t.Fatalf("disk use keeps growing across restart cycles: %v", uses)
 		}
 	}

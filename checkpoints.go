@@ -127,9 +127,21 @@ func (s *Store) maybeCheckpoint() {
 	s.ckptWG.Add(1)
 	go func() {
 		defer s.ckptWG.Done()
-		defer s.ckptRunning.Store(false)
-		if err := s.writeCheckpoint(); err != nil {
+		err := s.writeCheckpoint()
+		s.ckptRunning.Store(false)
+		if err != nil {
 			s.log.Error("state store: checkpoint failed", "err", err)
+			return
+		}
+		// Commits published while this one ran found it running and
+		// started none: look again, or a burst that ends during a
+		// checkpoint would leave its growth in the journal until the next
+		// write. (This goroutine's Done is still pending, so Close's Wait
+		// covers a checkpoint started here.)
+		select {
+		case <-s.quit:
+		default:
+			s.maybeCheckpoint()
 		}
 	}()
 }

@@ -715,33 +715,20 @@ func (j *Journal) TruncateFront(index uint64) error {
 	return nil
 }
 
-// Reclaim frees the segment files that hold only records before index (as
-// TruncateFront would), and does nothing when no whole file can go. It
-// truncates to the last record of the newest such file rather than to
-// index: tidwall/wal rewrites the segment holding the new first record on
-// every front truncation, and a one-record segment costs a few bytes to
-// rewrite where the segment holding index would cost up to a whole one. The
-// records kept before index are harmless: replay starts after the
-// checkpoint that made them reclaimable.
+// Reclaim truncates the front up to index (as TruncateFront does) only when
+// that frees at least one whole segment file; otherwise it does nothing.
+// tidwall/wal rewrites the segment holding the new first record on every
+// front truncation, so truncating within the first segment costs a write
+// and two fsyncs and frees no file: checkpoints call this instead.
 func (j *Journal) Reclaim(index uint64) error {
 	segs, err := ListSegments(j.dir)
 	if err != nil {
 		return &StorageError{Op: "truncate front", Err: err}
 	}
-	if len(segs) < 2 {
+	if len(segs) < 2 || segs[1].Start > index {
 		return nil
 	}
-	keep := uint64(0)
-	for _, s := range segs[1:] {
-		if s.Start > index {
-			break
-		}
-		keep = s.Start - 1 // the last record of the segment before s
-	}
-	if keep <= segs[0].Start {
-		return nil
-	}
-	return j.TruncateFront(keep)
+	return j.TruncateFront(index)
 }
 
 // Size is the total size in bytes of the segment files.
