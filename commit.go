@@ -14,7 +14,7 @@ import (
 // The commit pipeline, in commit order:
 //
 //	admit (against the pending view: the published one plus every batch
-//	       written but not yet synced)
+//	       admitted but not yet answered)
 //	  -> journal write (one WriteBatch to the page cache)
 //	  -> journal sync (one fdatasync for every batch written meanwhile)
 //	  -> apply (publish the batch's view)
@@ -31,7 +31,9 @@ import (
 // and written, and each fdatasync covers everything written during the one
 // before it; and admission (tree work) overlaps the journal's copying. While
 // a sync runs, the committer lets a batch gather to minWriteBatch ops: each
-// batch clones the view and copies the tree paths it touches.
+// batch clones the view and copies the tree paths it touches. A write that
+// finds the pipeline empty runs the three steps in its own goroutine
+// instead (commitDirect), so a lone writer pays no goroutine wake-ups.
 //
 // Validation that needs no state (identifiers, policy, schema, TTL) runs in
 // the caller's goroutine before the op is queued, so the committer's serial

@@ -98,16 +98,17 @@ type Store struct {
 	syncing   bool       // the syncer is running a round
 	direct    bool       // a lone submitter is running all three stages itself
 	queue     []*op
-	inflight  []*batch // admitted batches awaiting answers, in order
-	nwritten  int      // how many of inflight (a prefix) are written
-	writeBuf  []*batch // the writer's, reused
-	recBuf    []*journal.Record
-	poisoned  bool // a batch failed: later ones fail until the pipeline drains
-	reset     bool // pending must be rebuilt before the next batch
+	inflight  []*batch          // admitted batches awaiting answers, in order
+	nwritten  int               // how many of inflight (a prefix) are written
+	writeBuf  []*batch          // the writer's, reused
+	recBuf    []*journal.Record // writeBatches', reused (writer or lone writer)
+	poisoned  bool              // a batch failed: later ones fail until the pipeline drains
+	reset     bool              // pending must be rebuilt before the next batch
 	loops     sync.WaitGroup
 
-	// Owned by the committer: the published view plus every written
-	// batch, and the journal index its next record gets.
+	// Owned by the committer (or a lone writer in commitDirect): the
+	// published view plus every admitted batch, and the journal index its
+	// next record gets.
 	pending   *materialize.View
 	nextIndex uint64
 
