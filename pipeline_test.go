@@ -138,12 +138,18 @@ func TestSyncFailureLoneWriter(t *testing.T) {
 
 // TestWritesPipelineBehindSync stalls the first fdatasync and checks the
 // pipeline's contract around it: writers that arrive meanwhile are
-// admitted and written (so the next fdatasync covers them all at once),
-// yet none is answered or visible before a sync covers it.
+// admitted and written once a group of minWriteBatch has gathered (so the
+// next fdatasync covers them all at once), yet none is answered or visible
+// before a sync covers it. Ops of a group still gathering when the stalled
+// sync ends are admitted then, so three fdatasyncs cover every write.
 func TestWritesPipelineBehindSync(t *testing.T) {
 	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
 	const ns, later = "group/pipeline", 64
 	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	// Runs before the fixture's cleanup, so a failed assertion below never
+	// leaves Close waiting on the stalled fdatasync.
+	defer releaseOnce.Do(func() { close(release) })
 	var syncs atomic.Int64
 	defer fault.SetSync(func(string) error {
 		if syncs.Add(1) == 1 {
@@ -169,22 +175,31 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 	for i := 1; i <= later; i++ {
 		put(i)
 	}
+	// 64 queued writers make at least one full group; how many more join
+	// it depends on when the committer runs. The rest stay queued until
+	// the stalled sync ends.
+	const group = 32 // commit.go's minWriteBatch
 	deadline := time.Now().Add(20 * time.Second)
-	for f.s.JournalStats().Records < later+1 {
+	for {
+		written, queued := f.s.JournalStats().Records, statestore.Queued(f.s)
+		if written >= 1+group && written+uint64(queued) == later+1 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d records written while the first sync stalled", f.s.JournalStats().Records, later+1)
+			t.Fatalf("%d records written and %d ops queued while the first sync stalled; want at least %d written and all %d accounted for",
+				written, queued, 1+group, later+1)
 		}
 		runtime.Gosched()
 	}
 	if n := answered.Load(); n != 0 {
 		t.Fatalf("%d writes answered before any fdatasync completed", n)
 	}
-	for _, k := range []string{"k00", "k01", fmt.Sprintf("k%02d", later)} {
+	for _, k := range []string{"k00", "k01", "k32", fmt.Sprintf("k%02d", later)} {
 		if _, err := f.s.Get(ctx, admin, ns, k); !errors.Is(err, statestore.ErrNotFound) {
 			t.Fatalf("%s visible before its sync: %v", k, err)
 		}
 	}
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	wg.Wait()
 	if n := syncs.Load(); n > 3 {
 		t.Fatalf("%d fdatasyncs for %d writes written during one stalled sync; want them grouped", n, later+1)

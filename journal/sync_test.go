@@ -121,6 +121,9 @@ func TestSyncRacingRecovery(t *testing.T) {
 	defer j.Close()
 	mustWrite(t, j, records(1, 2), 1)
 	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	// Before Close, so a failed assertion never leaves it behind the stall.
+	defer releaseOnce.Do(func() { close(release) })
 	var calls int
 	var mu sync.Mutex
 	defer fault.SetSync(func(string) error {
@@ -141,7 +144,7 @@ func TestSyncRacingRecovery(t *testing.T) {
 	if err := j.Sync(2); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("second sync: %v, want EIO", err)
 	}
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	if err := <-done; err == nil {
 		t.Fatal("the stalled sync claimed records a recovery had cut back")
 	}

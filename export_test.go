@@ -1,0 +1,9 @@
+package statestore
+
+// Queued reports how many ops wait in s's queue for the committer, so a
+// test can tell when every writer it started has reached the pipeline.
+func Queued(s *Store) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
