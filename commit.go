@@ -21,27 +21,35 @@ import (
 //	  -> notify (watch hooks, in commit order)
 //	  -> reply
 //
-// Three goroutines run it, each a loop that keeps going while it has work,
-// so under load no step waits to be scheduled except the callers. The
-// committer admits queued ops against the pending view, one batch at a
-// time, and gives their records journal indexes. The writer hands every
-// admitted batch to the journal in one write. The syncer syncs every
-// written batch with one fdatasync, then publishes and answers them in
-// order. So while one fdatasync is in flight the next batches are admitted
-// and written, and each fdatasync covers everything written during the one
-// before it; and admission (tree work) overlaps the journal's copying. While
-// a sync runs, the committer lets a batch gather to minWriteBatch ops: each
-// batch clones the view and copies the tree paths it touches. A write that
-// finds the pipeline empty runs the three steps in its own goroutine
-// instead (commitDirect), so a lone writer pays no goroutine wake-ups.
+// It has two stages, each held by one goroutine at a time: the write stage
+// admits the queued ops as one batch and writes its records; the sync
+// stage syncs every written batch with one fdatasync, then publishes and
+// answers them in order. So while one fdatasync is in flight the next
+// batches are admitted and written, and each fdatasync covers everything
+// written during the one before it.
+//
+// The callers run the stages themselves: a caller queues its op and then,
+// until the op is answered, takes whichever stage is free and has work.
+// Under load the goroutines that are already running do the work, so no
+// step waits for a pipeline goroutine to be scheduled behind a hundred
+// runnable callers (on a two-core machine that wait, not the disk, bounded
+// throughput). A lone writer runs both stages for its own op without a
+// single goroutine wake-up. A caller whose op has been answered returns;
+// if it leaves work that no running caller has taken, it wakes the helper,
+// a goroutine that drives the pipeline until it is empty, so work never
+// waits for the next caller to arrive.
+//
+// While a sync runs, the write stage lets a batch gather to minWriteBatch
+// ops: each batch clones the view, copies the tree paths it touches and
+// costs a write system call.
 //
 // Validation that needs no state (identifiers, policy, schema, TTL) runs in
-// the caller's goroutine before the op is queued, so the committer's serial
-// work per op is a few map and tree operations.
+// the caller's goroutine before the op is queued, so the write stage's
+// serial work per op is a few map and tree operations.
 //
 // Failure: a batch whose write or sync fails is answered STORAGE, and so is
 // every batch after it (each was admitted against state that included
-// it), until the pipeline drains; the committer then rebuilds the pending
+// it), until the pipeline drains; the write stage then rebuilds the pending
 // view from the published one. The journal cuts its files back to the last
 // synced record, so disk and memory agree again. A batch that was synced
 // is always published, whatever fails after it.
@@ -74,13 +82,13 @@ type op struct {
 // batch and no caller waits behind an arbitrarily long one.
 const maxBatch = 512
 
-// minWriteBatch is the batch size the committer waits for before admitting
-// while a sync is in flight.
+// minWriteBatch is the batch size the write stage waits for while a sync
+// is in flight.
 const minWriteBatch = 32
 
-// submit queues o and returns its outcome once its batch is synced and
-// published (or failed). Once queued, an op is always answered, never
-// abandoned.
+// submit queues o, drives the pipeline while o is unanswered and a stage
+// is free, and returns o's outcome once its batch is synced and published
+// (or failed). Once queued, an op is always answered, never abandoned.
 func (s *Store) submit(o *op) (Entry, error) {
 	o.done = make(chan struct{})
 	s.mu.Lock()
@@ -88,174 +96,121 @@ func (s *Store) submit(o *op) (Entry, error) {
 		s.mu.Unlock()
 		return Entry{}, newErr(Unavailable, "store", "the store is closed")
 	}
-	if s.idleLocked() {
-		s.direct = true
-		s.mu.Unlock()
-		s.commitDirect(o)
-		return o.res, o.err
-	}
 	s.queue = append(s.queue, o)
-	if n := len(s.queue); n == 1 || n == minWriteBatch {
-		s.work.Signal()
-	}
+	s.driveLocked(o)
 	s.mu.Unlock()
 	<-o.done
 	return o.res, o.err
 }
 
-// idleLocked reports whether nothing is queued or in the pipeline, so a
-// submitter may run all three stages itself. s.mu is held.
-func (s *Store) idleLocked() bool {
-	return len(s.queue) == 0 && len(s.inflight) == 0 && !s.admitting && !s.writing &&
-		!s.syncing && !s.direct && !s.paused && !s.reset
+// answered reports whether o's outcome is final.
+func (o *op) answered() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
 }
 
-// commitDirect admits and writes o in the caller's goroutine, and syncs it
-// there too unless a sync is already running: with nothing else in the
-// pipeline, handing o to the committer, writer and syncer in turn would
-// only add three goroutine wake-ups to the latency of every lone write.
-// s.direct holds the committer off until o is written; ops that arrive
-// after that are admitted and written while o's fdatasync runs, and the
-// syncer takes them once it ends.
-func (s *Store) commitDirect(o *op) {
-	b := s.admitBatch([]*op{o})
-	err := s.writeBatches([]*batch{b})
+// driveLocked runs free pipeline stages that have work, in the calling
+// goroutine, while own is unanswered (own is nil for the helper, which
+// drives until nothing is left). A caller that returns with work left
+// untaken wakes the helper. s.mu is held on entry and on return.
+func (s *Store) driveLocked(own *op) {
+	for own == nil || !own.answered() {
+		switch {
+		case s.canWriteLocked():
+			s.writeStageLocked()
+		case s.canSyncLocked():
+			s.roundLocked()
+		default:
+			return
+		}
+	}
+	if s.canWriteLocked() || s.canSyncLocked() {
+		s.helperWake.Signal()
+	}
+}
+
+// canWriteLocked reports whether the write stage is free and has a batch to
+// admit now. s.mu is held.
+func (s *Store) canWriteLocked() bool {
+	switch {
+	case len(s.queue) == 0 || s.admitting || s.paused:
+		return false
+	case s.reset && (len(s.inflight) > 0 || s.syncing):
+		// The failed batch and everything admitted after it must be
+		// answered before the pending view is rebuilt.
+		return false
+	}
+	return !s.syncing || len(s.queue) >= minWriteBatch
+}
+
+// canSyncLocked reports whether the sync stage is free and a written batch
+// waits for it. s.mu is held.
+func (s *Store) canSyncLocked() bool { return len(s.inflight) > 0 && !s.syncing }
+
+// writeStageLocked admits the queued ops (up to maxBatch) as one batch
+// against the pending view, writes its records, and hands it to the sync
+// stage. s.mu is held on entry and on return, released meanwhile.
+func (s *Store) writeStageLocked() {
+	if s.reset {
+		s.resetPendingLocked()
+	}
+	n := min(len(s.queue), maxBatch)
+	ops := append([]*op(nil), s.queue[:n]...)
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
+	s.admitting = true
+	s.mu.Unlock()
+
+	b := s.admitBatch(ops)
+	err := s.writeBatch(b)
+
 	s.mu.Lock()
-	s.direct = false
+	s.admitting = false
 	if err != nil {
 		s.reset = true
 	}
-	// The pipeline was empty and held off: b is the only batch in it.
 	s.inflight = append(s.inflight, b)
-	s.nwritten++
-	s.work.Signal()
-	if !s.syncing {
-		s.roundLocked()
-	}
-	s.mu.Unlock()
-	<-o.done
+	s.idle.Broadcast()
 }
 
-// commitLoop is the committer: it admits queued ops, one batch at a time,
-// against the pending view, and queues each batch for the writer.
-func (s *Store) commitLoop() {
+// helperLoop is the helper: woken when a caller leaves work untaken, it
+// drives the pipeline until nothing is left.
+func (s *Store) helperLoop() {
 	defer s.loops.Done()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
-		switch {
-		case s.reset && (len(s.inflight) > 0 || s.writing || s.syncing):
-			// Wait for the failed batch and everything admitted after
-			// it to be answered before rebuilding the pending view.
-			s.work.Wait()
-			continue
-		case s.reset:
-			s.resetPendingLocked()
-		}
+		s.driveLocked(nil)
 		if s.stopping {
-			s.mu.Unlock()
 			return
 		}
-		if len(s.queue) == 0 || s.paused || s.direct || (s.syncing && len(s.queue) < minWriteBatch) {
-			s.work.Wait()
-			continue
-		}
-		n := min(len(s.queue), maxBatch)
-		ops := append([]*op(nil), s.queue[:n]...)
-		s.queue = append(s.queue[:0], s.queue[n:]...)
-		s.admitting = true
-		s.mu.Unlock()
-
-		b := s.admitBatch(ops)
-
-		s.mu.Lock()
-		s.admitting = false
-		s.inflight = append(s.inflight, b)
-		s.written.Signal()
+		s.helperWake.Wait()
 	}
 }
 
-// writeLoop is the writer: it hands every admitted batch not yet written
-// to the journal as one write.
-func (s *Store) writeLoop() {
-	defer s.loops.Done()
-	s.mu.Lock()
-	for {
-		if s.nwritten == len(s.inflight) {
-			if s.stopping {
-				s.mu.Unlock()
-				return
-			}
-			s.written.Wait()
-			continue
-		}
-		// A copy: the syncer shifts s.inflight once it has answered a
-		// round.
-		batches := append(s.writeBuf[:0], s.inflight[s.nwritten:]...)
-		s.writing = true
-		s.mu.Unlock()
-
-		err := s.writeBatches(batches)
-
-		s.mu.Lock()
-		s.writing = false
-		if err != nil {
-			s.reset = true
-		}
-		s.nwritten += len(batches)
-		clear(batches)
-		s.writeBuf = batches[:0]
-		s.synced.Signal()
-	}
-}
-
-// writeBatches writes the records of batches, which carry consecutive
-// journal indexes, as one journal write. On failure every batch fails.
-func (s *Store) writeBatches(batches []*batch) error {
-	recs := s.recBuf[:0]
-	var first uint64
-	for _, b := range batches {
-		if len(b.recs) > 0 && first == 0 {
-			first = b.last - uint64(len(b.recs)) + 1
-		}
-		recs = append(recs, b.recs...)
-	}
-	defer func() { clear(recs); s.recBuf = recs[:0] }()
-	if len(recs) == 0 {
+// writeBatch writes the records of b as one journal write. On failure the
+// batch fails.
+func (s *Store) writeBatch(b *batch) error {
+	if len(b.recs) == 0 {
 		return nil
 	}
-	if _, err := s.jnl.Write(recs, first); err != nil {
-		serr := &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
-		for _, b := range batches {
-			b.err = serr
-		}
+	if _, err := s.jnl.Write(b.recs, b.last-uint64(len(b.recs))+1); err != nil {
+		b.err = &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
 		return err
 	}
 	return nil
 }
 
-// syncLoop is the syncer: it syncs every written batch with one fdatasync,
-// then publishes and answers them in order.
-func (s *Store) syncLoop() {
-	defer s.loops.Done()
-	s.mu.Lock()
-	for {
-		if s.nwritten == 0 || s.syncing {
-			if s.stopping && len(s.inflight) == 0 {
-				s.mu.Unlock()
-				return
-			}
-			s.synced.Wait()
-			continue
-		}
-		s.roundLocked()
-	}
-}
-
-// roundLocked runs one sync round over the written batches, as the syncer
-// or as a lone writer (commitDirect). s.mu is held on entry and on return,
-// released meanwhile; s.nwritten > 0 and no round is running.
+// roundLocked runs one sync round over every written batch. s.mu is held
+// on entry and on return, released meanwhile; the sync stage is free and a
+// batch is written.
 func (s *Store) roundLocked() {
-	round := s.inflight[:s.nwritten]
+	round := s.inflight
 	poisoned := s.poisoned
 	s.syncing = true
 	s.mu.Unlock()
@@ -266,15 +221,10 @@ func (s *Store) roundLocked() {
 	n := copy(s.inflight, s.inflight[len(round):])
 	clear(s.inflight[n:])
 	s.inflight = s.inflight[:n]
-	s.nwritten -= len(round)
 	s.syncing = false
 	if poisoned {
 		s.poisoned, s.reset = true, true
 	}
-	// The committer may be gathering, or waiting for the drain; the
-	// syncer may be waiting while a lone writer ran this round.
-	s.work.Signal()
-	s.synced.Signal()
 	s.idle.Broadcast()
 	s.mu.Unlock()
 	s.afterRound(published, leases)
@@ -296,7 +246,7 @@ func (s *Store) afterRound(published, leases bool) {
 }
 
 // admitBatch admits ops in arrival order against the pending view and
-// gives the admitted records their journal indexes. Only the committer
+// gives the admitted records their journal indexes. Only the write stage
 // calls it.
 func (s *Store) admitBatch(ops []*op) *batch {
 	b := s.newBatch(s.pending)
@@ -356,7 +306,7 @@ func (s *Store) syncRound(round []*batch, poisoned bool) (stillPoisoned, publish
 	return poisoned, published, leases
 }
 
-// resetPendingLocked rebuilds the committer's state from the published view
+// resetPendingLocked rebuilds the write stage's state from the published view
 // once the pipeline has drained: after a failure, or after a restore
 // replaced the view. s.mu is held.
 func (s *Store) resetPendingLocked() {
@@ -368,7 +318,10 @@ func (s *Store) resetPendingLocked() {
 // quietLocked waits until no batch is being admitted, written or synced,
 // and (with queue) no op is queued. s.mu is held.
 func (s *Store) quietLocked(queue bool) {
-	for s.admitting || s.writing || len(s.inflight) > 0 || s.syncing || s.direct || (queue && len(s.queue) > 0) {
+	for s.admitting || len(s.inflight) > 0 || s.syncing || (queue && len(s.queue) > 0) {
+		if s.canWriteLocked() || s.canSyncLocked() {
+			s.helperWake.Signal()
+		}
 		s.idle.Wait()
 	}
 }

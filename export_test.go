@@ -1,6 +1,6 @@
 package statestore
 
-// Queued reports how many ops wait in s's queue for the committer, so a
+// Queued reports how many ops wait in s's queue for the write stage, so a
 // test can tell when every writer it started has reached the pipeline.
 func Queued(s *Store) int {
 	s.mu.Lock()

@@ -176,7 +176,7 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 		put(i)
 	}
 	// 64 queued writers make at least one full group; how many more join
-	// it depends on when the committer runs. The rest stay queued until
+	// it depends on when the write stage runs. The rest stay queued until
 	// the stalled sync ends.
 	const group = 32 // commit.go's minWriteBatch
 	deadline := time.Now().Add(20 * time.Second)

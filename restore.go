@@ -26,7 +26,7 @@ func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header,
 	return v, hdr, nil
 }
 
-// exclusive runs fn while no batch commits: it holds the committer off and
+// exclusive runs fn while no batch commits: it holds the write stage off and
 // waits for every written batch to be synced and answered, so writes queued
 // meanwhile wait and then proceed against the state fn leaves.
 func (s *Store) exclusive(fn func() error) error {
@@ -45,7 +45,7 @@ func (s *Store) exclusive(fn func() error) error {
 	s.mu.Lock()
 	s.resetPendingLocked()
 	s.paused = false
-	s.work.Signal()
+	s.helperWake.Signal()
 	s.idle.Broadcast()
 	s.mu.Unlock()
 	return err

@@ -85,30 +85,22 @@ type Store struct {
 	ckptWG      sync.WaitGroup
 
 	// mu guards the commit queue and the pipeline (see commit.go).
-	mu        sync.Mutex
-	work      *sync.Cond // wakes the committer
-	written   *sync.Cond // wakes the writer
-	synced    *sync.Cond // wakes the syncer
-	idle      *sync.Cond // signalled when the pipeline may have gone quiet
-	closed    bool       // no new op is accepted
-	stopping  bool       // the loops exit once quiet
-	paused    bool       // an exclusive section holds the committer off
-	admitting bool       // the committer is admitting a batch
-	writing   bool       // the writer is writing batches
-	syncing   bool       // the syncer is running a round
-	direct    bool       // a lone submitter is running all three stages itself
-	queue     []*op
-	inflight  []*batch          // admitted batches awaiting answers, in order
-	nwritten  int               // how many of inflight (a prefix) are written
-	writeBuf  []*batch          // the writer's, reused
-	recBuf    []*journal.Record // writeBatches', reused (writer or lone writer)
-	poisoned  bool              // a batch failed: later ones fail until the pipeline drains
-	reset     bool              // pending must be rebuilt before the next batch
-	loops     sync.WaitGroup
+	mu         sync.Mutex
+	helperWake *sync.Cond // wakes the helper
+	idle       *sync.Cond // signalled when the pipeline may have gone quiet
+	closed     bool       // no new op is accepted
+	stopping   bool       // the helper exits once quiet
+	paused     bool       // an exclusive section holds the write stage off
+	admitting  bool       // the write stage is held
+	syncing    bool       // the sync stage is held
+	queue      []*op
+	inflight   []*batch // written batches awaiting their sync, in order
+	poisoned   bool     // a batch failed: later ones fail until the pipeline drains
+	reset      bool     // pending must be rebuilt before the next batch
+	loops      sync.WaitGroup
 
-	// Owned by the committer (or a lone writer in commitDirect): the
-	// published view plus every admitted batch, and the journal index its
-	// next record gets.
+	// Owned by the write stage: the published view plus every admitted
+	// batch, and the journal index its next record gets.
 	pending   *materialize.View
 	nextIndex uint64
 
@@ -146,9 +138,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
 		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1)}
-	s.work = sync.NewCond(&s.mu)
-	s.written = sync.NewCond(&s.mu)
-	s.synced = sync.NewCond(&s.mu)
+	s.helperWake = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -231,10 +221,8 @@ func (s *Store) open() error {
 	s.sessions = map[*Session]struct{}{}
 	s.quit = make(chan struct{})
 	s.expiryDone = make(chan struct{})
-	s.loops.Add(3)
-	go s.commitLoop()
-	go s.writeLoop()
-	go s.syncLoop()
+	s.loops.Add(1)
+	go s.helperLoop()
 	go s.expiry()
 	return nil
 }
@@ -273,9 +261,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.quietLocked(true)
 	s.stopping = true
-	s.work.Signal()
-	s.written.Signal()
-	s.synced.Signal()
+	s.helperWake.Signal()
 	s.mu.Unlock()
 	s.loops.Wait()
 	close(s.quit)
@@ -327,7 +313,7 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 		if e.ExpiresMs == 0 || s.clock.Now().UnixMilli() < e.ExpiresMs {
 			return copyEntry(e), nil
 		}
-		// Due but not yet expired by the committer: have it commit the
+		// Due but not yet expired by the pipeline: have it commit the
 		// EXPIRE first, so nobody observes an absence the journal lacks.
 		if _, err := s.submit(&op{kind: opExpire}); err != nil {
 			return Entry{}, err

@@ -680,7 +680,13 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 // TruncateFront removes every record before index (which must be at most
 // LastIndex()+1), so the journal then starts at index. The store calls it
 // only for records a durable checkpoint already covers.
-func (j *Journal) TruncateFront(index uint64) error {
+func (j *Journal) TruncateFront(index uint64) error { return j.truncateFront(index, true) }
+
+// truncateFront is TruncateFront; syncDir says whether to make the
+// directory changes durable before returning. A reclaim need not: if a
+// crash undoes the removals, the journal merely starts earlier, and
+// tidwall/wal finishes an interrupted truncation on open.
+func (j *Journal) truncateFront(index uint64, syncDir bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -698,7 +704,7 @@ func (j *Journal) TruncateFront(index uint64) error {
 		}
 	}
 	err := j.log.TruncateFront(index)
-	if err == nil {
+	if err == nil && syncDir {
 		err = disk.SyncDir(j.dir)
 	}
 	if err != nil {
@@ -715,20 +721,28 @@ func (j *Journal) TruncateFront(index uint64) error {
 	return nil
 }
 
-// Reclaim truncates the front up to index (as TruncateFront does) only when
-// that frees at least one whole segment file; otherwise it does nothing.
-// tidwall/wal rewrites the segment holding the new first record on every
-// front truncation, so truncating within the first segment costs a write
-// and two fsyncs and frees no file: checkpoints call this instead.
+// Reclaim frees the segment files that hold only records before index,
+// the first record the caller still needs. tidwall/wal rewrites, on every
+// front truncation, the segment holding the new first record from that
+// record on, under the lock every write takes; so instead of truncating at
+// index (which would rewrite up to a whole segment, often the tail, and
+// stall writes meanwhile) Reclaim truncates at the last record of the
+// segment before the one holding index. The rewrite is then one record,
+// the tail is never touched, and the journal keeps at most one segment
+// more than it must. It does nothing when no whole segment can be freed.
 func (j *Journal) Reclaim(index uint64) error {
 	segs, err := ListSegments(j.dir)
 	if err != nil {
 		return &StorageError{Op: "truncate front", Err: err}
 	}
-	if len(segs) < 2 || segs[1].Start > index {
+	k := len(segs) - 1
+	for k > 0 && segs[k].Start > index {
+		k--
+	}
+	if k == 0 {
 		return nil
 	}
-	return j.TruncateFront(index)
+	return j.truncateFront(segs[k].Start-1, false)
 }
 
 // Size is the total size in bytes of the segment files.
