@@ -27,6 +27,7 @@ var workloads = []workload{
 	{name: nameReplayJournal, run: runReplayJournal},
 	{name: nameBackupFullStore, run: runBackupFullStore},
 	{name: nameDurableCASConcurrent, run: runDurableCASConcurrent},
+	{name: nameMemoryCASConcurrent, run: runMemoryCASConcurrent},
 	{name: harness.NameRawGroup, run: runRawGroup},
 	{name: sqlitepeer.NameCAS, run: runSQLiteCAS},
 	{name: sqlitepeer.NameCASConcurrent, run: runSQLiteCASConcurrent},
