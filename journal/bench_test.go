@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,4 +47,79 @@ func BenchmarkRawAppendFdatasync(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// groupRecords is one group commit's worth of the specification's records.
+func groupRecords() []*Record {
+	recs := make([]*Record, 64)
+	for i := range recs {
+		recs[i] = benchRecord()
+	}
+	return recs
+}
+
+// BenchmarkWriteGroup is the write step of one group commit of 64 records,
+// without the fsync: frames encoded and handed to tidwall/wal, which copies
+// them onto its in-memory tail segment (regrowing it) and writes them to
+// the file. Compare BenchmarkPlainWriteGroup, the same frames appended to a
+// plain file: the difference is what tidwall/wal's tail buffer costs per
+// record (see DESIGN.md section 4), in time and in garbage per record.
+func BenchmarkWriteGroup(b *testing.B) {
+	j, _, err := Open(filepath.Join(b.TempDir(), "journal"), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	recs := groupRecords()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := j.Write(recs, j.Written()+1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+// BenchmarkPlainWriteGroup appends the frames of the same 64 records to
+// plain files with one write(2), starting a new file at the journal's
+// segment size: the floor for BenchmarkWriteGroup.
+func BenchmarkPlainWriteGroup(b *testing.B) {
+	dir := b.TempDir()
+	recs := groupRecords()
+	var (
+		f    *os.File
+		size int
+		buf  []byte
+		n    int
+	)
+	next := func() {
+		if f != nil {
+			f.Close()
+		}
+		var err error
+		if f, err = os.Create(filepath.Join(dir, fmt.Sprintf("%020d", n))); err != nil {
+			b.Fatal(err)
+		}
+		n++
+		size = 0
+	}
+	next()
+	defer func() { f.Close() }()
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = buf[:0]
+		for _, r := range recs {
+			var err error
+			if buf, err = r.AppendFrame(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if size += len(buf); size >= DefaultSegmentSize {
+			next()
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }
