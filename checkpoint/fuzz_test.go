@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
+	"github.com/keeppeek/statestore/internal/fuzzcorpus"
 	"github.com/keeppeek/statestore/materialize"
 )
 
@@ -113,8 +112,8 @@ func TestSeedCorpus(t *testing.T) {
 	for name, v := range seedViews(t) {
 		raw, h := rawOf(t, v)
 		files := map[string]string{
-			filepath.Join("testdata", "fuzz", "FuzzDecode", "seed-"+name):     corpusFile(encode(t, v, 7, 1_700_000_000_000)),
-			filepath.Join("testdata", "fuzz", "FuzzDecodeBody", "seed-"+name): corpusFile(raw, h.Namespaces, h.Entries, h.Bytes),
+			filepath.Join("testdata", "fuzz", "FuzzDecode", "seed-"+name):     fuzzcorpus.File(encode(t, v, 7, 1_700_000_000_000)),
+			filepath.Join("testdata", "fuzz", "FuzzDecodeBody", "seed-"+name): fuzzcorpus.File(raw, h.Namespaces, h.Entries, h.Bytes),
 		}
 		for path, want := range files {
 			if *updateCorpus {
@@ -132,18 +131,4 @@ func TestSeedCorpus(t *testing.T) {
 			}
 		}
 	}
-}
-
-// corpusFile renders values in the "go test fuzz v1" format.
-func corpusFile(values ...any) string {
-	s := "go test fuzz v1\n"
-	for _, v := range values {
-		switch v := v.(type) {
-		case []byte:
-			s += "[]byte(" + strconv.Quote(string(v)) + ")\n"
-		default:
-			s += fmt.Sprintf("%T(%v)\n", v, v)
-		}
-	}
-	return s
 }

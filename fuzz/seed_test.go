@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/fuzzcorpus"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
@@ -374,7 +374,7 @@ func TestSeedCorpus(t *testing.T) {
 		sort.Strings(names)
 		for _, name := range names {
 			path := filepath.Join(dir, "seed-"+name)
-			want := corpusFile(seeds[name]...)
+			want := fuzzcorpus.File(seeds[name]...)
 			if *updateCorpus {
 				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 					t.Fatal(err)
@@ -395,22 +395,6 @@ func TestSeedCorpus(t *testing.T) {
 			}
 		}
 	}
-}
-
-// corpusFile renders values in the "go test fuzz v1" format.
-func corpusFile(values ...any) string {
-	s := "go test fuzz v1\n"
-	for _, v := range values {
-		switch v := v.(type) {
-		case []byte:
-			s += "[]byte(" + strconv.Quote(string(v)) + ")\n"
-		case string:
-			s += "string(" + strconv.Quote(v) + ")\n"
-		default:
-			s += fmt.Sprintf("%T(%v)\n", v, v)
-		}
-	}
-	return s
 }
 
 // addSeeds adds seeds to f in a stable order.
