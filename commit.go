@@ -129,10 +129,13 @@ func (s *Store) driveLocked(own *op) {
 			return
 		}
 	}
-	if s.canWriteLocked() || s.canSyncLocked() {
+	if s.hasWorkLocked() {
 		s.helperWake.Signal()
 	}
 }
+
+// hasWorkLocked reports whether a stage is free and has work. s.mu is held.
+func (s *Store) hasWorkLocked() bool { return s.canWriteLocked() || s.canSyncLocked() }
 
 // canWriteLocked reports whether the write stage is free and has a batch to
 // admit now. s.mu is held.
@@ -320,7 +323,9 @@ func (s *Store) resetPendingLocked() {
 // and (with queue) no op is queued. s.mu is held.
 func (s *Store) quietLocked(queue bool) {
 	for s.admitting || len(s.inflight) > 0 || s.syncing || (queue && len(s.queue) > 0) {
-		if s.canWriteLocked() || s.canSyncLocked() {
+		// Every goroutine that leaves a stage hands on what it leaves, so
+		// this wake is a guard: a missed hand-off would hang Close.
+		if s.hasWorkLocked() {
 			s.helperWake.Signal()
 		}
 		s.idle.Wait()

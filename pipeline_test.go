@@ -178,7 +178,7 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 	// 64 queued writers make at least one full group; how many more join
 	// it depends on when the write stage runs. The rest stay queued until
 	// the stalled sync ends.
-	const group = 32 // commit.go's minWriteBatch
+	const group = statestore.MinWriteBatch
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		written, queued := f.s.JournalStats().Records, statestore.Queued(f.s)
@@ -194,7 +194,7 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 	if n := answered.Load(); n != 0 {
 		t.Fatalf("%d writes answered before any fdatasync completed", n)
 	}
-	for _, k := range []string{"k00", "k01", "k32", fmt.Sprintf("k%02d", later)} {
+	for _, k := range []string{"k00", "k01", fmt.Sprintf("k%02d", group), fmt.Sprintf("k%02d", later)} {
 		if _, err := f.s.Get(ctx, admin, ns, k); !errors.Is(err, statestore.ErrNotFound) {
 			t.Fatalf("%s visible before its sync: %v", k, err)
 		}
