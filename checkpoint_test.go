@@ -3,6 +3,7 @@ package statestore_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -131,7 +132,9 @@ func corruptFile(t *testing.T, path string, how string) {
 func TestDamagedNewestCheckpointFallsBack(t *testing.T) {
 	for _, how := range []string{"flip", "truncate"} {
 		t.Run(how, func(t *testing.T) {
-			f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+			// Small segments, so the journal is reclaimed up to the older
+			// image and no longer holds the records before it.
+			f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.SegmentSize = -1, 16<<10 })
 			workload(t, f, 300, 1)
 			f.s.Checkpoint()
 			workload(t, f, 300, 2)
@@ -153,16 +156,62 @@ func TestDamagedNewestCheckpointFallsBack(t *testing.T) {
 			if got, _ := wholeImage(t, f.s); !reflect.DeepEqual(got, want) {
 				t.Fatal("state after falling back to the older checkpoint differs")
 			}
-			// Both damaged: open fails naming both files.
+			// Both damaged, and the journal starts after index 1: the
+			// records before it exist only in the images. Open fails
+			// naming both files, the missing range and the way out.
 			f.s.Close()
 			f.s = nil
 			corruptFile(t, files[0].Path, how)
+			first := f.journalFirst()
+			if first <= 1 {
+				t.Fatalf("journal starts at %d; the test needs it reclaimed", first)
+			}
 			_, err := statestore.Open(f.opts)
 			wantCode(t, err, statestore.Unavailable, "store")
-			for _, file := range files {
-				if !strings.Contains(err.Error(), filepath.Base(file.Path)) {
-					t.Fatalf("error %q does not name %s", err, filepath.Base(file.Path))
+			var nce *statestore.NoCheckpointError
+			if !errors.As(err, &nce) || nce.JournalFirst != first || len(nce.Skipped) != 2 {
+				t.Fatalf("want a *NoCheckpointError with the journal starting at %d and 2 images, got %v", first, err)
+			}
+			for _, want := range []string{filepath.Base(files[0].Path), filepath.Base(files[1].Path), fmt.Sprintf("records 1..%d", first-1), "restore a backup"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not say %q", err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestUnloadableCheckpointWithWholeJournal: the only image is damaged but
+// the journal still holds every record from index 1, so Open replays it
+// from the empty state, reports the skipped image, and serves everything.
+func TestUnloadableCheckpointWithWholeJournal(t *testing.T) {
+	for _, how := range []string{"flip", "truncate"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+			workload(t, f, 200, 1)
+			if err := f.s.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			workload(t, f, 50, 2)
+			want, _ := wholeImage(t, f.s)
+			records := f.s.JournalStats().Records // this Open wrote the whole journal
+			f.s.Close()
+			f.s = nil
+			files, _ := checkpoint.List(filepath.Join(f.dir, statestore.StoreDirName))
+			if len(files) != 1 || f.journalFirst() != 1 {
+				t.Fatalf("%d checkpoints, journal from %d: the test wants one image and the whole journal", len(files), f.journalFirst())
+			}
+			corruptFile(t, files[0].Path, how)
+			f.open()
+			rep := f.s.OpenReport()
+			if rep.Checkpoint.Path != "" || len(rep.Checkpoint.Skipped) != 1 || !strings.Contains(rep.Checkpoint.Skipped[0].Error(), filepath.Base(files[0].Path)) {
+				t.Fatalf("open report %+v: want the image skipped and no base", rep.Checkpoint)
+			}
+			if uint64(rep.Replayed) != records {
+				t.Fatalf("replayed %d records, want all %d", rep.Replayed, records)
+			}
+			if got, _ := wholeImage(t, f.s); !reflect.DeepEqual(got, want) {
+				t.Fatal("state replayed from the journal differs from the state before the damage")
 			}
 		})
 	}

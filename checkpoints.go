@@ -53,8 +53,12 @@ type CheckpointReport struct {
 }
 
 // loadCheckpoint loads the newest image that decodes, falling back to older
-// ones. It fails only if images exist and none loads.
-func (s *Store) loadCheckpoint() (*materialize.View, uint64, error) {
+// ones. When none loads, the journal decides: if it still holds every
+// record from index 1 (journalFirst is 1), replay starts from the empty
+// state and the skipped images are reported; otherwise the records before
+// journalFirst live only in the damaged images, and Open refuses, saying
+// so and how to get out.
+func (s *Store) loadCheckpoint(journalFirst uint64) (*materialize.View, uint64, error) {
 	files, err := checkpoint.List(s.root)
 	if err != nil {
 		return nil, 0, err
@@ -77,10 +81,44 @@ func (s *Store) loadCheckpoint() (*materialize.View, uint64, error) {
 		rep.Path, rep.Index = f.Path, f.Index
 		return v, f.Index, nil
 	}
+	if len(files) > 0 && journalFirst > 1 {
+		return nil, 0, &NoCheckpointError{JournalFirst: journalFirst, Skipped: rep.Skipped}
+	}
 	if len(files) > 0 {
-		return nil, 0, fmt.Errorf("no checkpoint loads: %w", errors.Join(rep.Skipped...))
+		s.log.Warn("state store: no checkpoint loads; the journal holds every record from index 1, replaying it from the empty state",
+			"skipped", len(files))
 	}
 	return materialize.New(), 0, nil
+}
+
+// NoCheckpointError is Open's refusal when every checkpoint image is
+// damaged and the journal no longer holds the records before JournalFirst:
+// those records exist only in the damaged images.
+type NoCheckpointError struct {
+	JournalFirst uint64
+	Skipped      []error // why each image failed, newest first
+}
+
+func (e *NoCheckpointError) Error() string {
+	return fmt.Sprintf("no checkpoint loads (%v) and the journal starts at index %d, so records 1..%d exist only in those images: "+
+		"restore a backup (kpjournal restore) into an empty directory; kpjournal verify shows each damaged image",
+		errors.Join(e.Skipped...), e.JournalFirst, e.JournalFirst-1)
+}
+
+// Unwrap returns the failures of the skipped images.
+func (e *NoCheckpointError) Unwrap() []error { return e.Skipped }
+
+// CheckpointFloor is the acknowledged floor that the checkpoint images in
+// root prove: the newest image's index, read from its name (a damaged
+// image still says that its records existed). Open and kpjournal judge a
+// damaged journal tail against it.
+func CheckpointFloor(root string) (journal.Floor, error) {
+	files, err := checkpoint.List(root)
+	if err != nil || len(files) == 0 {
+		return journal.Floor{}, err
+	}
+	newest := files[len(files)-1]
+	return journal.Floor{Index: newest.Index, Source: "checkpoint " + filepath.Base(newest.Path)}, nil
 }
 
 func (s *Store) checkViewBounds(v *materialize.View) error { return s.checker().CheckView(v) }

@@ -211,6 +211,12 @@ func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp,
 		t.Fatalf("iteration %d: reopen after SIGKILL: %v", it, err)
 	}
 	defer s.Close()
+	// Every record is in crashNS, so a record's journal index is its
+	// namespace revision: a cut at or below the highest acknowledged
+	// revision would have cut acknowledged data.
+	if cut := s.OpenReport().TailCut; cut != nil && cut.Index <= maxAcked {
+		t.Fatalf("iteration %d: open cut the journal at index %d, but records up to %d were acknowledged: %v", it, cut.Index, maxAcked, cut)
+	}
 	nsRev := s.Namespace(crashNS).Revision
 	if nsRev < maxAcked {
 		t.Fatalf("iteration %d: namespace revision %d below acknowledged %d", it, nsRev, maxAcked)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/schema"
 )
 
@@ -61,6 +63,16 @@ func newFixture(t testing.TB, mod ...func(*statestore.Options)) *fixture {
 		}
 	})
 	return f
+}
+
+// journalFirst is the index of the first record in the journal on disk.
+func (f *fixture) journalFirst() uint64 {
+	f.t.Helper()
+	segs, err := journal.ListSegments(filepath.Join(f.dir, statestore.StoreDirName, "journal"))
+	if err != nil || len(segs) == 0 {
+		f.t.Fatalf("journal segments: %v %v", segs, err)
+	}
+	return segs[0].Start
 }
 
 func (f *fixture) open() {

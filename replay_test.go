@@ -73,10 +73,27 @@ func TestOpenCutsTornTailAndRefusesCorruption(t *testing.T) {
 	f.s = nil
 	segs, _ := journal.ListSegments(filepath.Join(f.dir, statestore.StoreDirName, "journal"))
 	tail := segs[len(segs)-1]
+	jdir := filepath.Dir(tail.Path)
 	data, _ := os.ReadFile(tail.Path)
 
-	// Torn: the final record loses its last 3 bytes.
+	// The final record loses its last 3 bytes after a clean close: it was
+	// acknowledged (the ACKNOWLEDGED marker says so), so this is damage,
+	// not a torn write, and nothing is cut.
 	os.WriteFile(tail.Path, data[:len(data)-3], 0o644)
+	_, err := statestore.Open(f.opts)
+	var ce *journal.CorruptError
+	if !errors.As(err, &ce) || ce.Index != 5 || !strings.Contains(err.Error(), "records up to index 5 were acknowledged") {
+		t.Fatalf("want corruption at index 5 naming the acknowledged floor, got %v", err)
+	}
+	if now, _ := os.ReadFile(tail.Path); len(now) != len(data)-3 {
+		t.Fatalf("a refused open changed the segment: %d bytes, want %d", len(now), len(data)-3)
+	}
+
+	// The same bytes after a crash during the final record's append (the
+	// floor below it): a torn write, cut.
+	if err := journal.SetFloor(jdir, 4); err != nil {
+		t.Fatal(err)
+	}
 	f.open()
 	cut := f.s.OpenReport().TailCut
 	if cut == nil || cut.Index != 5 {
@@ -92,8 +109,7 @@ func TestOpenCutsTornTailAndRefusesCorruption(t *testing.T) {
 	data, _ = os.ReadFile(tail.Path)
 	data[10] ^= 0xFF
 	os.WriteFile(tail.Path, data, 0o644)
-	_, err := statestore.Open(f.opts)
-	var ce *journal.CorruptError
+	_, err = statestore.Open(f.opts)
 	if !errors.As(err, &ce) || ce.Index != 1 || ce.Offset != 0 {
 		t.Fatalf("want corruption at index 1 offset 0, got %v", err)
 	}

@@ -109,6 +109,18 @@ func (s *Store) Restore(r io.Reader) error {
 	return err
 }
 
+// checkEmptyForRestore refuses a store directory that already holds a
+// journal or checkpoints.
+func (s *Store) checkEmptyForRestore() error {
+	if segs, _ := journal.ListSegments(filepath.Join(s.root, "journal")); len(segs) > 0 {
+		return newErr(InvalidArgument, "dir", "%s already holds a journal; restore into an empty directory or into the open store", s.root)
+	}
+	if files, _ := checkpoint.List(s.root); len(files) > 0 {
+		return newErr(InvalidArgument, "dir", "%s already holds checkpoints; restore into an empty directory", s.root)
+	}
+	return nil
+}
+
 // RestoreDir builds a store in dir (the same Dir that Options takes) from a
 // backup, for a store that is not open. It refuses a directory that already
 // holds a store's data, and a backup that is damaged, from a newer format
@@ -124,21 +136,33 @@ func RestoreDir(dir string, r io.Reader, limits quota.Limits) error {
 	if err != nil {
 		return err
 	}
+	// A refusal changes nothing on disk: look before creating anything,
+	// then again under the LOCK (a store may have started meanwhile), and
+	// take back what this call created if the second look refuses.
+	if err := s.checkEmptyForRestore(); err != nil {
+		return err
+	}
+	_, rootErr := os.Stat(s.root)
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return &Error{Code: Storage, Field: "dir", Message: err.Error(), Err: err}
 	}
-	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
+	lockPath := filepath.Join(s.root, "LOCK")
+	_, lockErr := os.Stat(lockPath)
+	lock, err := disk.LockFile(lockPath)
 	if err != nil {
 		return &Error{Code: Unavailable, Field: "dir", Message: err.Error(), Err: err}
 	}
 	defer lock.Release()
+	if err := s.checkEmptyForRestore(); err != nil {
+		if os.IsNotExist(lockErr) {
+			os.Remove(lockPath)
+		}
+		if os.IsNotExist(rootErr) {
+			os.Remove(s.root)
+		}
+		return err
+	}
 	jdir := filepath.Join(s.root, "journal")
-	if segs, _ := journal.ListSegments(jdir); len(segs) > 0 {
-		return newErr(InvalidArgument, "dir", "%s already holds a journal; restore into an empty directory or into the open store", s.root)
-	}
-	if files, _ := checkpoint.List(s.root); len(files) > 0 {
-		return newErr(InvalidArgument, "dir", "%s already holds checkpoints; restore into an empty directory", s.root)
-	}
 	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(hdr.Index)), v, hdr.Index, hdr.TimeMs); err != nil {
 		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
 	}

@@ -173,9 +173,13 @@ func (s *Store) open() error {
 		return err
 	}
 	s.lock = lock
+	floor, err := CheckpointFloor(s.root)
+	if err != nil {
+		return err
+	}
 	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
-		QuarantineDir: filepath.Join(s.root, "quarantine"),
+		QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor,
 	})
 	if err != nil {
 		return err
@@ -185,7 +189,7 @@ func (s *Store) open() error {
 		s.openReport.TailCut = cut
 		s.log.Warn("state store: " + cut.String())
 	}
-	view, ckptIndex, err := s.loadCheckpoint()
+	view, ckptIndex, err := s.loadCheckpoint(jnl.FirstIndex())
 	if err != nil {
 		return err
 	}
@@ -215,6 +219,10 @@ func (s *Store) open() error {
 	b := s.newBatch(view)
 	s.openReport.Expired = b.expireDue(s.clock.Now().UnixMilli())
 	if err := s.commitAlone(b); err != nil {
+		return err
+	}
+	// Everything replayed is served from here on: a later open must find it.
+	if err := jnl.MarkServed(); err != nil {
 		return err
 	}
 	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)

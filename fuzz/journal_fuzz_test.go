@@ -60,11 +60,16 @@ import (
 //     cut.Index-start whole records, and no whole valid frame starts at any
 //     offset after the cut (checked here by brute force, independently of
 //     the journal's own scan).
+//     5b. A cut discards at most one entry's worth of non-zero bytes: from
+//     the cut to the last non-zero byte of the segment is no longer than
+//     the largest entry a record can make (a crash tears one write; it does
+//     not turn fsynced records into noise).
 //  6. Torn tails are repaired: if the mutation touched only the last
-//     segment from the final record's entry on (changed, cut or extended
-//     it) and no valid frame starts anywhere in the changed bytes, the
-//     journal must be accepted, with m = n if the final record is intact
-//     and m = n-1 otherwise. The unmutated directory is accepted with m = n.
+//     segment from the final record's entry on, and what it left there is
+//     what an interrupted write leaves (a prefix of the final entry's bytes,
+//     or all of them, followed by nothing but zeros), the journal must be
+//     accepted, with m = n if the final record is intact and m = n-1
+//     otherwise. The unmutated directory is accepted with m = n.
 //  7. The store agrees: statestore.Open succeeds exactly when the journal is
 //     accepted, replays the same m records, reports the same tail cut, and
 //     serves exactly the state of R_1..R_m (compared entry by entry, with
@@ -478,6 +483,14 @@ func judgeCut(r *realStore, files []segFile, c *journal.TailCut, jo *journalOutc
 	if off := validFrameFrom(last.data, bad+1, r.lim); off >= 0 {
 		return fmt.Errorf("cut %v although a whole valid frame starts at offset %d after it", c, off)
 	}
+	// Property 5b.
+	nz := len(last.data)
+	for nz > bad && last.data[nz-1] == 0 {
+		nz--
+	}
+	if lim := r.lim; nz-bad > binary.MaxVarintLen64+22+lim.MaxNamespace+lim.MaxKey+32+lim.MaxSchema+lim.MaxOwner+lim.MaxDocument+4 {
+		return fmt.Errorf("cut %v discarded %d non-zero bytes, more than one entry can hold", c, nz-bad)
+	}
 	return nil
 }
 
@@ -559,15 +572,18 @@ func tailOnly(r *realStore, files []segFile) (int, bool) {
 	if len(got) < tailStart || !bytes.Equal(got[:tailStart], orig[:tailStart]) {
 		return 0, false
 	}
-	region := tailStart
-	if final != nil {
-		if bytes.HasPrefix(got[tailStart:], final) {
-			region += len(final)
-		} else {
-			want = n - 1
-		}
+	// The crash model: the tail is a prefix of the final entry (all of it
+	// when it is intact), then zeros only.
+	tail := got[tailStart:]
+	nz := len(tail)
+	for nz > 0 && tail[nz-1] == 0 {
+		nz--
 	}
-	if validFrameFrom(got, region, r.lim) >= 0 {
+	switch {
+	case final != nil && bytes.HasPrefix(tail, final) && nz <= len(final):
+	case nz <= len(final) && bytes.Equal(tail[:nz], final[:nz]):
+		want = n - 1
+	default:
 		return 0, false
 	}
 	return want, true
@@ -637,7 +653,7 @@ func TestJournalMutations(t *testing.T) {
 	r := realData(t)
 	n := len(r.recs)
 	want := map[string]int{ // accepted record count; -1 refused
-		"intact": n, "torn-final": n - 1, "flip-final": n - 1, "zero-tail": n, "garbage-tail": n,
+		"intact": n, "torn-final": n - 1, "flip-final": -1, "zero-tail": n, "garbage-tail": -1,
 		"flip-before-last": -1, "flip-middle": -1, "zeros-in-tail": -1, "drop-middle": -1,
 		"drop-last": int(r.segs[len(r.segs)-1].start) - 1, "cut-at-entry": int(r.segs[len(r.segs)-1].start), "dup-first-as-new": -1, "rename-last": -1,
 		"copy-entry-tail": -1, "swap-first-two": -1,
@@ -690,14 +706,12 @@ func TestTailScanLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	j, cut, err := journal.Open(dir, journal.Options{SegmentSize: segmentSize, Limits: r.lim})
+	_, _, err := journal.Open(dir, journal.Options{SegmentSize: segmentSize, Limits: r.lim})
 	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
-	if cut == nil || cut.Index != uint64(len(r.recs)+1) {
-		t.Fatalf("tail cut %v", cut)
+	// A 512 KiB length is beyond the largest frame: not a torn write.
+	var ce *journal.CorruptError
+	if !errors.As(err, &ce) || ce.Index != uint64(len(r.recs)+1) {
+		t.Fatalf("open: %v, want a *CorruptError at index %d", err, len(r.recs)+1)
 	}
 	if took > time.Second {
 		t.Fatalf("Open with a 2 MiB damaged tail took %v", took)

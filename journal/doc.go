@@ -60,13 +60,26 @@
 //   - Every record is verified (CRC, version, kind, lengths within Limits)
 //     on replay. An empty entry, which is how tidwall/wal reads zero-filled
 //     bytes, is damage, never data.
-//   - Open cuts only a torn final record of the last segment: an entry that
-//     is incomplete or fails its checksum, with no whole record anywhere
-//     after it (every byte offset is tried, so a damaged length prefix cannot
-//     hide good records behind it). The damaged segment is copied to the
+//   - Open cuts only a torn tail of the last segment, and JudgeTail is the
+//     one rule that decides it, for Open and for every kpjournal command.
+//     Torn means what an interrupted append leaves: from the damaged entry
+//     to the end of the file, nothing but zeros, or one entry whose length
+//     is within the frame sizes a record can have, whose written bytes are
+//     a consistent frame header, and which runs past the end of the file or
+//     ends inside the trailing zeros. A length beyond the largest frame, a
+//     header no encoder wrote, a whole non-zero entry failing its checksum,
+//     non-zero bytes after the damaged entry, or a whole valid frame
+//     anywhere after it (every byte offset is tried, so a damaged length
+//     prefix cannot hide good records) are corruption. So is damage at or
+//     below the acknowledged floor. The damaged segment is copied to the
 //     quarantine directory first, and the cut is reported as a TailCut.
 //     Damage anywhere else fails with a *CorruptError naming the journal
 //     index, the segment and the byte offset.
+//   - The acknowledged floor: Options.Floor (the store's newest checkpoint
+//     index) raised by the ACKNOWLEDGED marker, which the journal writes at
+//     MarkServed, at Close and at the first sync of each new segment. Open
+//     refuses a journal that ends below the floor, naming the missing range
+//     (an emptied or shortened segment, a deleted tail).
 //   - After a failed write or sync the tidwall/wal handle is discarded (its
 //     memory is not rolled back) and the files are cut back to the last
 //     acknowledged record before another append: records of a failed batch,

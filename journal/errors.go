@@ -18,14 +18,20 @@ var ErrClosed = errors.New("journal closed")
 
 // CorruptError names where the journal stopped making sense.
 type CorruptError struct {
-	Segment string // file name of the segment
-	Offset  int64  // byte offset of the bad entry within the segment
+	Segment string // file name of the segment; "" when no one segment is at fault
+	Offset  int64  // byte offset of the bad entry within the segment; -1 when none applies
 	Index   uint64 // journal index the bad entry has (or would have)
 	Reason  string
 	Err     error // the underlying cause, if any
 }
 
 func (e *CorruptError) Error() string {
+	switch {
+	case e.Segment == "":
+		return fmt.Sprintf("journal corrupt at index %d: %s", e.Index, e.Reason)
+	case e.Offset < 0:
+		return fmt.Sprintf("journal corrupt at index %d (segment %s): %s", e.Index, e.Segment, e.Reason)
+	}
 	return fmt.Sprintf("journal corrupt at index %d (segment %s, offset %d): %s", e.Index, e.Segment, e.Offset, e.Reason)
 }
 

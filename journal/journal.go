@@ -32,6 +32,11 @@ type Options struct {
 	// QuarantineDir receives a copy of a segment whose torn tail is cut.
 	// Empty means a "quarantine" directory beside the journal directory.
 	QuarantineDir string
+	// Floor is evidence, from outside the journal, of records that were
+	// acknowledged (the store passes its newest checkpoint's index). Open
+	// raises it with the ACKNOWLEDGED marker, refuses a journal that ends
+	// below it, and never cuts at or below it.
+	Floor Floor
 }
 
 // Journal is the write-ahead journal: an append-only sequence of framed
@@ -58,6 +63,10 @@ type Journal struct {
 	syncStart  uint64 // tailStart of the segment syncFile has open
 	broken     error  // set by a failed write; cleared by a successful recovery
 	closed     bool
+	floor      Floor // the acknowledged floor Open judged the tail against
+	floorMu    sync.Mutex
+	marker     *floorMarker // under floorMu
+	served     bool         // MarkServed was called (under floorMu)
 	batch      wal.Batch
 	buf        []byte
 	stats      Stats
@@ -107,6 +116,11 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	if err := finishTruncation(dir); err != nil {
 		return nil, nil, err
 	}
+	floor, err := LoadFloor(dir, opts.Floor)
+	if err != nil {
+		return nil, nil, err
+	}
+	j.floor = floor
 	cut, err := j.repairTail()
 	if err != nil {
 		return nil, nil, err
@@ -114,7 +128,71 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	if err := j.openLog(); err != nil {
 		return nil, nil, err
 	}
+	if err := CheckFloor(j.last, j.tailName(), floor); err != nil {
+		j.log.Close()
+		return nil, nil, err
+	}
+	j.marker = newFloorMarker(dir, opts.NoSync)
 	return j, cut, nil
+}
+
+// MarkServed records that every record now in the journal is served (the
+// store calls it once Open has replayed them): from then on they count as
+// acknowledged, and an open that no longer finds them refuses. It is
+// separate from Open so that an open refused later, during replay, writes
+// nothing.
+func (j *Journal) MarkServed() error {
+	j.floorMu.Lock()
+	j.served = true
+	j.floorMu.Unlock()
+	return j.raiseFloor(j.LastIndex())
+}
+
+// LoadFloor combines outside evidence with the ACKNOWLEDGED marker in dir.
+// A damaged marker is no evidence (Open rewrites it); any other read
+// failure is returned.
+func LoadFloor(dir string, outside Floor) (Floor, error) {
+	mf, err := ReadFloor(dir)
+	if err != nil && !errors.Is(err, ErrFloorDamaged) {
+		return Floor{}, err
+	}
+	return outside.Raise(mf.Index, mf.Source), nil
+}
+
+// CheckFloor refuses a journal whose last record, last, lies below the
+// acknowledged floor: records that were acknowledged are missing (an
+// emptied or shortened segment, a deleted tail). seg names the last segment.
+func CheckFloor(last uint64, seg string, floor Floor) error {
+	if last >= floor.Index {
+		return nil
+	}
+	return &CorruptError{Segment: seg, Offset: -1, Index: last + 1,
+		Reason: fmt.Sprintf("the journal ends at index %d but records up to index %d were acknowledged (%s): records %d..%d are missing",
+			last, floor.Index, floor.Source, last+1, floor.Index)}
+}
+
+// tailName is the file name of the tail segment.
+func (j *Journal) tailName() string { return segmentName(j.tailStart) }
+
+// closeFloor raises the marker to last, the final acknowledged index, and
+// closes it.
+func (j *Journal) closeFloor(last uint64) error {
+	j.floorMu.Lock()
+	defer j.floorMu.Unlock()
+	var err error
+	if j.served {
+		err = j.marker.raise(last)
+	}
+	err = errors.Join(err, j.marker.close())
+	j.marker = nil
+	return err
+}
+
+// raiseFloor records index as acknowledged in the marker.
+func (j *Journal) raiseFloor(index uint64) error {
+	j.floorMu.Lock()
+	defer j.floorMu.Unlock()
+	return j.marker.raise(index)
 }
 
 // Dir is the directory holding the segment files.
@@ -260,9 +338,12 @@ func (j *Journal) repairTail() (*TailCut, error) {
 		return nil, nil
 	}
 	index := tail.Start + uint64(res.count)
-	if next := validFrameAfter(data, res.bad.offset+1, j.opts.Limits); next >= 0 {
-		return nil, &CorruptError{Segment: tail.Name(), Offset: res.bad.offset, Index: index,
-			Reason: fmt.Sprintf("%s, and a valid record follows at offset %d, so this is not a torn tail", res.bad.reason, next)}
+	if err := JudgeTail(tail.Name(), data, res.bad.offset, index, j.floor, j.opts.Limits); err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			ce.Reason = res.bad.reason + "; " + ce.Reason
+		}
+		return nil, err
 	}
 	cut := &TailCut{Segment: tail.Name(), Offset: res.bad.offset, Index: index, Bytes: int64(len(data)) - res.bad.offset, Reason: res.bad.reason}
 	if err := os.MkdirAll(j.opts.QuarantineDir, 0o755); err != nil {
@@ -450,6 +531,17 @@ func (j *Journal) Sync(upTo uint64) error {
 	}
 	j.stats.Syncs++
 	j.last = max(j.last, target)
+	if dir {
+		// The first records of a new segment (written after MarkServed, since
+		// only the store writes): move the floor up, once per
+		// segment, so an emptied tail is noticed even after a crash. The
+		// records are durable whatever happens to this write: a failure
+		// only leaves the evidence lower (Close raises it again and
+		// reports the error).
+		j.mu.Unlock()
+		j.raiseFloor(target)
+		j.mu.Lock()
+	}
 	return nil
 }
 
@@ -767,10 +859,11 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	j.closeSyncFileLocked()
+	err := j.closeFloor(j.last)
 	if j.log == nil {
-		return nil
+		return err
 	}
-	err := j.log.Close()
+	err = errors.Join(err, j.log.Close())
 	j.log = nil
 	return err
 }
@@ -806,7 +899,8 @@ func CreateEmpty(dir string, next uint64) error {
 	if err != nil {
 		return &StorageError{Op: "create journal", Err: err}
 	}
-	return nil
+	// Records up to next-1 live in the image the journal continues.
+	return SetFloor(dir, next-1)
 }
 
 // syncSegmentDir makes a segment file that an append just created durable.

@@ -63,6 +63,16 @@ func writeJournal(t *testing.T, n, segSize int) (string, []*Record) {
 	return dir, recs
 }
 
+// crashedBeforeLastAck puts the acknowledged-floor marker where a crash
+// during the final record's append would have left it: below that record,
+// which was written but never acknowledged.
+func crashedBeforeLastAck(t *testing.T, dir string, recs []*Record) {
+	t.Helper()
+	if err := SetFloor(dir, uint64(len(recs)-1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func replayAll(t *testing.T, j *Journal) []*Record {
 	t.Helper()
 	var got []*Record
@@ -151,6 +161,7 @@ func TestAppendReplayReopen(t *testing.T) {
 // keep every earlier record.
 func TestTornTailEveryOffset(t *testing.T) {
 	dir, recs := writeJournal(t, 23, 900)
+	crashedBeforeLastAck(t, dir, recs)
 	last := lastSegment(t, dir)
 	offs := entryOffsets(t, last.Path)
 	if len(offs) < 2 {
@@ -200,6 +211,7 @@ func TestZeroFilledTail(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, recs := writeJournal(t, 17, 1000)
+			crashedBeforeLastAck(t, dir, recs)
 			last := lastSegment(t, dir)
 			offs := entryOffsets(t, last.Path)
 			data, _ := os.ReadFile(last.Path)

@@ -73,8 +73,12 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 	}
 	doc := backupDoc{File: *out, Index: h.Index, Time: msTime(h.TimeMs), Entries: h.Entries, Bytes: h.Bytes, Namespaces: h.Namespaces,
 		Size: head.n, Expired: open.Expired}
-	if open.TailCut != nil {
-		doc.TailCut = open.TailCut.String()
+	if cut := open.TailCut; cut != nil {
+		// The cut happened in the temporary copy, which is gone: name what
+		// was left out, not where the copy kept it. The store's own files
+		// still hold the torn record (kpjournal repair cuts it).
+		doc.TailCut = fmt.Sprintf("segment %s at offset %d (index %d, %d bytes: %s); the store's own files are unchanged",
+			cut.Segment, cut.Offset, cut.Index, cut.Bytes, cut.Reason)
 	}
 	if c.json {
 		if err := writeJSON(stdout, doc); err != nil {

@@ -43,11 +43,15 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
+	floor, _, err := ackFloor(c.root(), c.journalDir())
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
 	bw := bufio.NewWriterSize(stdout, 64<<10)
 	out := newDumpWriter(bw, c.json, *docs, c.root())
 	var problems []problem
 	prog := startProgress(stderr, "dump", journalSize(segs))
-	err = walkJournal(segs, chk.JournalLimits(), max(*from, 1), *to, prog, func(seg journal.Segment, it *item, f *frame) error {
+	err = walkJournal(segs, chk.JournalLimits(), floor, max(*from, 1), *to, prog, func(seg journal.Segment, it *item, f *frame) error {
 		return out.record(seg, it, f)
 	}, func(p problem, torn bool) error {
 		if torn {

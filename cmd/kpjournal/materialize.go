@@ -45,6 +45,10 @@ func materializeAt(root, journalDir string, chk *statestore.ReplayChecker, at ui
 	if err != nil {
 		return nil, exitErr(exitUsage, "%v", err)
 	}
+	floor, _, err := ackFloor(root, journalDir)
+	if err != nil {
+		return nil, exitErr(exitUsage, "%v", err)
+	}
 	st := &state{}
 	for i := len(ckpts) - 1; i >= 0; i-- {
 		ck := ckpts[i]
@@ -81,7 +85,7 @@ func materializeAt(root, journalDir string, chk *statestore.ReplayChecker, at ui
 	lim := chk.JournalLimits()
 	prog := startProgress(progressTo, "replay", journalSize(segs))
 	defer prog.finish()
-	err = walkJournal(segs, lim, from, at, prog, func(seg journal.Segment, it *item, f *frame) error {
+	err = walkJournal(segs, lim, floor, from, at, prog, func(seg journal.Segment, it *item, f *frame) error {
 		if it.index != st.index+1 {
 			return exitErr(exitProblems, "record %d (segment %s, offset %d) follows index %d: records are missing", it.index, seg.Name(), it.offset, st.index)
 		}

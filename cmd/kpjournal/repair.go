@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/disk"
 	"github.com/keeppeek/statestore/journal"
 )
@@ -82,11 +83,13 @@ func (r *repairer) confirm(question string) int {
 }
 
 type tailCutReport struct {
-	Store   string           `json:"store"`
-	Cut     *journal.TailCut `json:"cut"`
-	Nothing string           `json:"nothing_to_do,omitempty"`
-	Damage  []problem        `json:"other_damage,omitempty"`
-	Markers []string         `json:"finished_truncations,omitempty"`
+	Store string           `json:"store"`
+	Cut   *journal.TailCut `json:"cut"`
+	// Images that did not load, moved to quarantine/ (paths there).
+	MovedCheckpoints []string  `json:"damaged_checkpoints_moved,omitempty"`
+	Nothing          string    `json:"nothing_to_do,omitempty"`
+	Damage           []problem `json:"other_damage,omitempty"`
+	Markers          []string  `json:"finished_truncations,omitempty"`
 }
 
 // cutTail cuts a torn final record with journal.Open, the store's own repair.
@@ -97,9 +100,13 @@ func (r *repairer) cutTail() int {
 		return c.fail(exitUsage, "%v", err)
 	}
 	rep := tailCutReport{Store: c.root()}
+	floor, _, err := ackFloor(c.root(), c.journalDir())
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
 	var torn *problem
 	prog := startProgress(c.stderr, "scan", journalSize(segs))
-	err = walkJournal(segs, r.lim, 1, 0, prog, func(journal.Segment, *item, *frame) error { return nil }, func(p problem, isTorn bool) error {
+	err = walkJournal(segs, r.lim, floor, 1, 0, prog, func(journal.Segment, *item, *frame) error { return nil }, func(p problem, isTorn bool) error {
 		if isTorn {
 			torn = &p
 		} else {
@@ -112,6 +119,10 @@ func (r *repairer) cutTail() int {
 		return c.fail(exitUsage, "%v", err)
 	}
 	rep.Markers = truncationMarkers(c.journalDir())
+	damagedCkpts, code := r.damagedCheckpoints(segs)
+	if code >= 0 {
+		return code
+	}
 	if len(rep.Damage) > 0 {
 		first := rep.Damage[0]
 		for _, p := range rep.Damage {
@@ -124,17 +135,37 @@ func (r *repairer) cutTail() int {
 		return c.fail(exitProblems, "the journal is damaged before its end, which is not a torn tail: nothing changed. "+
 			"Decide what to drop with kpjournal verify and dump, then use --truncate-after%s", hint)
 	}
-	if torn == nil && len(rep.Markers) == 0 {
-		rep.Nothing = "the journal ends with a whole record: nothing to repair"
+	if torn == nil && len(rep.Markers) == 0 && len(damagedCkpts) == 0 {
+		rep.Nothing = "the journal ends with a whole record and every checkpoint loads: nothing to repair"
 		return r.report(rep, exitOK)
+	}
+	// The plan, then one confirmation, then the changes: a declined or
+	// refused repair changes nothing.
+	for _, ck := range damagedCkpts {
+		fmt.Fprintf(c.stderr, "kpjournal repair: will move checkpoint %s to quarantine/: it does not load (%v)\n", ck.Name(), ck.Err)
 	}
 	if torn != nil {
 		fmt.Fprintf(c.stderr, "kpjournal repair: will cut %s at offset %d (index %s): %s\n", torn.File, torn.Offset, indexText(torn.Index), torn.Reason)
-		if code := r.confirm("Cut the torn final record (it was never acknowledged)?"); code >= 0 {
+	}
+	if torn != nil || len(damagedCkpts) > 0 {
+		if code := r.confirm("Repair as listed (a torn record was never acknowledged; the store opens without a damaged image)?"); code >= 0 {
 			return code
 		}
 	}
-	j, cut, err := journal.Open(c.journalDir(), journal.Options{Limits: r.lim, QuarantineDir: c.quarantineDir()})
+	// The images' names are evidence of acknowledged records even when
+	// their bodies are damaged: judge the tail with them still in place.
+	ckFloor, err := statestore.CheckpointFloor(c.root())
+	if err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	if len(damagedCkpts) > 0 {
+		moved, err := r.moveAside(damagedCkpts)
+		rep.MovedCheckpoints = moved
+		if err != nil {
+			return c.fail(exitUsage, "move damaged checkpoints: %v", err)
+		}
+	}
+	j, cut, err := journal.Open(c.journalDir(), journal.Options{Limits: r.lim, QuarantineDir: c.quarantineDir(), Floor: ckFloor})
 	if err != nil {
 		return c.fail(exitProblems, "%v; nothing was cut", err)
 	}
@@ -143,6 +174,55 @@ func (r *repairer) cutTail() int {
 	}
 	rep.Cut = cut
 	return r.report(rep, exitOK)
+}
+
+// damagedCheckpoints lists the images that do not load. Moving them aside
+// is a repair only when the store opens without them (another image loads,
+// or the journal holds every record from index 1); otherwise the records
+// before the journal's start exist only in those images, and repair
+// refuses, changing nothing, and says what will help.
+func (r *repairer) damagedCheckpoints(segs []journal.Segment) ([]*ckpt, int) {
+	c := r.c
+	ckpts, err := listCheckpoints(c.root())
+	if err != nil {
+		return nil, c.fail(exitUsage, "%v", err)
+	}
+	var damaged []*ckpt
+	var base *ckpt
+	for i := len(ckpts) - 1; i >= 0; i-- {
+		if ckpts[i].load(c.chk) != nil {
+			damaged = append(damaged, ckpts[i])
+		} else if base == nil {
+			base = ckpts[i]
+		}
+	}
+	if len(damaged) > 0 {
+		if sev, why := ckptSeverity(base, segs); sev == corruption {
+			return nil, c.fail(exitProblems, "checkpoint %s does not load%s; nothing changed", damaged[0].Name(), why)
+		}
+	}
+	return damaged, -1
+}
+
+// moveAside moves checkpoint images into quarantine/, durably, and returns
+// where they went.
+func (r *repairer) moveAside(cks []*ckpt) ([]string, error) {
+	q := r.c.quarantineDir()
+	if err := os.MkdirAll(q, 0o755); err != nil {
+		return nil, err
+	}
+	var moved []string
+	for _, ck := range cks {
+		to := filepath.Join(q, fmt.Sprintf("%s.%d.damaged", ck.Name(), time.Now().UnixNano()))
+		if err := os.Rename(ck.Path, to); err != nil {
+			return moved, err
+		}
+		moved = append(moved, to)
+	}
+	if err := disk.SyncDir(q); err != nil {
+		return moved, err
+	}
+	return moved, disk.SyncDir(r.c.root())
 }
 
 func (r *repairer) report(rep tailCutReport, code int) int {
@@ -155,6 +235,9 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 	}
 	for _, m := range rep.Markers {
 		fmt.Fprintf(c.stdout, "finished an interrupted truncation (%s)\n", m)
+	}
+	for _, m := range rep.MovedCheckpoints {
+		fmt.Fprintf(c.stdout, "moved a damaged checkpoint to %s\n", m)
 	}
 	if rep.Nothing != "" {
 		fmt.Fprintln(c.stdout, rep.Nothing)
@@ -411,6 +494,12 @@ func (r *repairer) apply(p *truncatePlan) error {
 		return err
 	}
 	if err := disk.SyncDir(c.root()); err != nil {
+		return err
+	}
+	// The records after the cut are dropped on purpose: lower the
+	// acknowledged floor first, so a crash at any later step leaves a
+	// journal at or above it, which opens.
+	if err := journal.SetFloor(c.journalDir(), p.After); err != nil {
 		return err
 	}
 	stamp := fmt.Sprintf(".%d", time.Now().UnixNano())

@@ -109,13 +109,18 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 			Entries: ck.Header.Entries, Bytes: ck.Header.Bytes, Namespaces: ck.Header.Namespaces, Size: ck.Size}
 		if ck.Err != nil {
 			sc.Error = ck.Err.Error()
-			d.Problems = append(d.Problems, problem{Severity: corruption, File: ck.Name(), Offset: ck.Offset, Index: ck.Index, Reason: "checkpoint does not load: " + ck.Err.Error()})
 		}
 		d.Checkpoints = append(d.Checkpoints, sc)
 	}
 	segs, err := listSegments(c.journalDir())
 	if err != nil {
 		return nil, err
+	}
+	for _, ck := range ckpts {
+		if ck.Err != nil {
+			sev, why := ckptSeverity(base, segs)
+			d.Problems = append(d.Problems, problem{Severity: sev, File: ck.Name(), Offset: ck.Offset, Index: ck.Index, Reason: "checkpoint does not load: " + ck.Err.Error() + why})
+		}
 	}
 	from := uint64(1)
 	var baseView *materialize.View
@@ -137,6 +142,10 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 		}
 	}
 	lim := chk.JournalLimits()
+	floor, _, err := ackFloor(c.root(), c.journalDir())
+	if err != nil {
+		return nil, err
+	}
 	prog := startProgress(c.stderr, "stat", journalSize(segs))
 	lastStart := uint64(0)
 	if len(segs) > 0 {
@@ -147,12 +156,13 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 		prog.add(s.seg.Size)
 		d.Segments = append(d.Segments, statSegment{s.seg.Name(), s.seg.Start, s.records, s.seg.Size})
 		d.Records += s.records
-		for _, dm := range s.damage {
+		for i, dm := range s.damage {
 			sev := corruption
-			if s.seg.Start == lastStart && dm.last {
+			torn, reason := s.torn(i, s.seg.Start == lastStart, floor, lim)
+			if torn {
 				sev = repairable
 			}
-			d.Problems = append(d.Problems, problem{Severity: sev, File: segFile(s.seg.Name()), Offset: dm.offset, Index: dm.index, Reason: dm.reason})
+			d.Problems = append(d.Problems, problem{Severity: sev, File: segFile(s.seg.Name()), Offset: dm.offset, Index: dm.index, Reason: reason})
 			if sev == corruption {
 				stop(fmt.Sprintf("damage at index %s", indexText(dm.index)))
 			}

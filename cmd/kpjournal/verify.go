@@ -114,8 +114,9 @@ type verifier struct {
 	from      uint64 // first index the replay applies
 	replaying bool
 	lim       journal.Limits
-	segNo     int   // segments taken in so far
-	frame     frame // reused for every record, so replaying allocates nothing per record
+	floor     journal.Floor // the acknowledged floor, as Open judges the tail
+	segNo     int           // segments taken in so far
+	frame     frame         // reused for every record, so replaying allocates nothing per record
 }
 
 func (v *verifier) problem(sev, file string, off int64, idx uint64, format string, args ...any) {
@@ -156,12 +157,24 @@ func (v *verifier) run() (*verifyReport, error) {
 	var base *ckpt
 	for i := len(ckpts) - 1; i >= 0; i-- {
 		ck := ckpts[i]
-		if err := ck.load(v.chk); err != nil {
-			v.problem(corruption, ck.Name(), ck.Offset, ck.Index, "checkpoint does not load: %v", err)
-		} else if base == nil {
+		if ck.load(v.chk) == nil && base == nil {
 			base = ck
 		}
 		prog.add(ck.Size)
+	}
+	for i := len(ckpts) - 1; i >= 0; i-- {
+		if ck := ckpts[i]; ck.Err != nil {
+			sev, why := ckptSeverity(base, segs)
+			v.problem(sev, ck.Name(), ck.Offset, ck.Index, "checkpoint does not load: %v%s", ck.Err, why)
+		}
+	}
+	floor, markerErr, err := ackFloor(root, v.c.journalDir())
+	if err != nil {
+		return nil, err
+	}
+	v.floor = floor
+	if markerErr != nil {
+		v.problem(repairable, "journal/"+journal.FloorFile, 0, 0, "%v: it is no evidence of what was acknowledged; the store rewrites it when it opens", markerErr)
 	}
 	for _, ck := range ckpts {
 		cv := ckptVerdict{Name: ck.Name(), Index: ck.Index, Size: ck.Size, Base: ck == base}
@@ -226,8 +239,20 @@ func (v *verifier) run() (*verifyReport, error) {
 		return nil, err
 	}
 
-	// The newest loadable checkpoint must lie within the journal's range.
-	if base != nil && len(segs) > 0 && js.LastIndex < base.Index {
+	// Records up to the acknowledged floor must all be there (an emptied or
+	// shortened tail segment reads as a shorter journal): Open's own check.
+	belowFloor := false
+	if len(segs) > 0 {
+		if err := journal.CheckFloor(js.LastIndex, segs[len(segs)-1].Name(), floor); err != nil {
+			belowFloor = true
+			v.problem(corruption, segFile(segs[len(segs)-1].Name()), -1, js.LastIndex+1, "%s", err.(*journal.CorruptError).Reason)
+		}
+	} else if floor.Index > 0 {
+		v.problem(corruption, "journal", -1, 1, "the journal directory holds no segment but records up to index %d were acknowledged (%s)", floor.Index, floor.Source)
+	}
+	// The newest loadable checkpoint must lie within the journal's range
+	// (said once: the floor check above already covers a newest image).
+	if base != nil && len(segs) > 0 && js.LastIndex < base.Index && !belowFloor {
 		v.problem(corruption, base.Name(), -1, base.Index, "checkpoint is at index %d but the journal ends at %d", base.Index, js.LastIndex)
 	}
 	v.rep.Replay.Entries, v.rep.Replay.Bytes, v.rep.Replay.Namespaces = v.rp.totals()
@@ -317,11 +342,12 @@ func (v *verifier) segment(s *segmentScan, segs []journal.Segment, prev *journal
 
 func (v *verifier) damage(s *segmentScan, name string, isLast bool, i int) {
 	d := s.damage[i]
-	if isLast && d.last {
-		v.problem(repairable, name, d.offset, d.index, "%s: torn final record, never acknowledged (kpjournal repair cuts it)", d.reason)
+	torn, reason := s.torn(i, isLast, v.floor, v.lim)
+	if torn {
+		v.problem(repairable, name, d.offset, d.index, "%s: torn final record, never acknowledged (kpjournal repair cuts it)", reason)
 		return
 	}
-	v.problem(corruption, name, d.offset, d.index, "%s", d.reason)
+	v.problem(corruption, name, d.offset, d.index, "%s", reason)
 	// Damage before the replay start does not stop it (records after a
 	// resync, whose indexes are unknown, stop it in segment()).
 	if d.index == 0 || d.index >= v.from {

@@ -13,11 +13,12 @@ var errStop = errors.New("stop")
 // walkJournal calls fn, in index order, for every valid record with an
 // index in from..to (to 0: to the end), skipping segments that end before
 // from. Damage is passed to onDamage as a problem; torn reports whether it
-// is a torn final record of the last segment. Records whose index is
+// is a torn final record of the last segment that Open would cut (judged
+// against floor, as Open judges it). Records whose index is
 // unknown (after damage that misaligned the entries) are not passed to fn.
 // fn returning errStop ends the walk with nil; any other error ends it with
 // that error, as does onDamage. prog, if not nil, counts the bytes scanned.
-func walkJournal(segs []journal.Segment, lim journal.Limits, from, to uint64, prog *progress,
+func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor, from, to uint64, prog *progress,
 	fn func(seg journal.Segment, it *item, f *frame) error, onDamage func(p problem, torn bool) error) error {
 	if len(segs) == 0 {
 		return nil
@@ -56,12 +57,12 @@ func walkJournal(segs []journal.Segment, lim journal.Limits, from, to uint64, pr
 				if d.index != 0 && d.index < from {
 					continue
 				}
-				torn := isLast && d.last
+				torn, reason := s.torn(di, isLast, floor, lim)
 				sev := corruption
 				if torn {
 					sev = repairable
 				}
-				if err := onDamage(problem{Severity: sev, File: name, Offset: d.offset, Index: d.index, Reason: d.reason}, torn); err != nil {
+				if err := onDamage(problem{Severity: sev, File: name, Offset: d.offset, Index: d.index, Reason: reason}, torn); err != nil {
 					return err
 				}
 			}

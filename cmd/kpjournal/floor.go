@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/journal"
+)
+
+// ackFloor is the acknowledged floor of the store in root: the newest
+// checkpoint's index raised by the journal's ACKNOWLEDGED marker, exactly
+// what Open judges a damaged tail against. A damaged marker is no evidence
+// (Open rewrites it) and comes back as markerErr for verify to report.
+func ackFloor(root, journalDir string) (floor journal.Floor, markerErr error, err error) {
+	fl, err := statestore.CheckpointFloor(root)
+	if err != nil {
+		return journal.Floor{}, nil, err
+	}
+	if _, err := journal.ReadFloor(journalDir); errors.Is(err, journal.ErrFloorDamaged) {
+		markerErr = err
+	}
+	floor, err = journal.LoadFloor(journalDir, fl)
+	return floor, markerErr, err
+}
+
+// torn says whether damage i of s is a torn tail that Open would cut
+// (journal.JudgeTail decides, for Open and every command alike), and the
+// reason to print: the damage, plus why it is not torn when it is not.
+func (s *segmentScan) torn(i int, isLast bool, floor journal.Floor, lim journal.Limits) (bool, string) {
+	d := s.damage[i]
+	if !isLast || !d.last {
+		return false, d.reason
+	}
+	if d.index == 0 {
+		return false, d.reason + "; record indexes are unknown after earlier damage, so this is not a torn tail"
+	}
+	err := journal.JudgeTail(s.seg.Name(), s.data, d.offset, d.index, floor, lim)
+	var ce *journal.CorruptError
+	if errors.As(err, &ce) {
+		return false, d.reason + "; " + ce.Reason
+	}
+	if err != nil {
+		return false, d.reason + "; " + err.Error()
+	}
+	return true, d.reason
+}
+
+// ckptSeverity grades an image that does not load the way Open does: Open
+// still opens when another image loads (base) or when the journal holds
+// every record from index 1 (it replays from the empty state), so the image
+// is only REPAIRABLE clutter (kpjournal repair moves it aside); otherwise
+// the records before the journal's first index exist only in damaged
+// images and Open refuses. The second result explains the verdict.
+func ckptSeverity(base *ckpt, segs []journal.Segment) (string, string) {
+	switch {
+	case base != nil:
+		return repairable, fmt.Sprintf("; the store opens from the older %s (kpjournal repair moves the damaged image to quarantine/)", base.Name())
+	case len(segs) > 0 && segs[0].Start <= 1:
+		return repairable, "; the journal holds every record from index 1, so the store replays it from the empty state (kpjournal repair moves the damaged image to quarantine/)"
+	}
+	return corruption, fmt.Sprintf("; no image loads and the journal starts at index %d, so records 1..%d exist only in damaged images: restore a backup", segs[0].Start, segs[0].Start-1)
+}
