@@ -46,6 +46,10 @@ func TestMain(m *testing.M) {
 		crashWriter(dir)
 		return
 	}
+	if dir := os.Getenv(envSettingsCrashWriter); dir != "" {
+		settingsCrashWriter(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
