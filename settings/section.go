@@ -105,17 +105,26 @@ func Parse(config []byte) (*Section, error) {
 	if len(spans) == 0 {
 		return sec, nil
 	}
-	// Decode the section's own bytes strictly: a misspelt field in the
-	// section is an error, while other sections stay the media server's.
 	var own []byte
 	for _, sp := range spans {
 		own = append(own, config[sp.start:sp.end]...)
 		own = append(own, '\n')
 	}
+	// Types first, over the whole file, so positions are the file's.
 	var doc fileDoc
+	if err := toml.Unmarshal(config, &doc); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			err = fmt.Errorf("line %d, column %d, key %s: %w", row, col, strings.Join(de.Key(), "."), err)
+		}
+		return nil, &SyntaxError{Err: fmt.Errorf("section [%s]: %w", SectionName, err)}
+	}
+	// Then the section's own bytes strictly: a misspelt field in the
+	// section is an error, while other sections stay the media server's.
 	dec := toml.NewDecoder(bytes.NewReader(own))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&fileDoc{}); err != nil {
 		// The strict error's own message does not say which field; its
 		// String does, with the line of each.
 		var sme *toml.StrictMissingError
