@@ -2,7 +2,6 @@ package statestore_test
 
 import (
 	"archive/zip"
-	"bufio"
 	"bytes"
 	"fmt"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,43 +86,7 @@ func TestSettingsCrashDuringRewrite(t *testing.T) {
 		rev uint64
 	}
 	for it := range iterations {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envSettingsCrashWriter+"="+dir)
-		stdout, _ := cmd.StdoutPipe()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1<<12)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		if l, ok := <-lines; !ok || l != "READY" {
-			cmd.Wait()
-			t.Fatalf("iteration %d: writer did not start: %q %s", it, l, stderr.String())
-		}
-		want := rng.IntN(40)
-		var got []string
-		for len(got) < want {
-			l, ok := <-lines
-			if !ok {
-				break
-			}
-			got = append(got, l)
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		for l := range lines {
-			got = append(got, l)
-		}
-		cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("iteration %d: writer exited on its own:\n%s", it, stderr.String())
-		}
+		got := killWriter(t, it, envSettingsCrashWriter, dir, rng.IntN(40))
 		for _, l := range got {
 			f := strings.Fields(l)
 			if len(f) != 2 {

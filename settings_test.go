@@ -206,13 +206,18 @@ func TestSettingsWatchNoExpire(t *testing.T) {
 	if u2.Sequence != 2 || u2.Kind != watch.Delete || u2.Revision != 3 || u2.Key != "a" {
 		t.Fatalf("second update %+v", u2)
 	}
-	// Days pass: nothing expires, nothing is sent.
+	// Acknowledged (so no ack deadline runs), then days pass: nothing
+	// expires, nothing is sent, the watch stays open.
+	if err := f.s.Ack(ss, "w", 2); err != nil {
+		t.Fatal(err)
+	}
 	f.clock.Advance(48 * time.Hour)
 	if _, err := f.s.Get(ctx, admin, setNS, "b"); err != nil {
 		t.Fatalf("settings entry gone after 48 h: %v", err)
 	}
-	if err := f.s.Ack(ss, "w", 2); err != nil {
-		t.Fatal(err)
+	f.mustPut(admin, setNS, "c", docN(4))
+	if u := sink.nextUpdate(t); u.Sequence != 3 || u.Kind != watch.Put || u.Key != "c" {
+		t.Fatalf("update after 48 h: %+v (an EXPIRE or a closure would be a bug)", u)
 	}
 	sink.empty(t)
 	// Policy and watch identifiers as for journal namespaces.
