@@ -44,7 +44,9 @@ import (
 // rare and the exactness of the combined quotas is worth it.
 //
 // Runtime Backup and Restore cover only the journal's state: a backup never
-// holds a settings namespace, and Restore refuses a backup that does.
+// holds a settings namespace, and Restore refuses a backup that does. A
+// Restore still closes settings watches with RESTORED, like every watch:
+// no watch carries on across a restore, whichever state it covered.
 
 // settingsBackend is the open config.toml and the entries it holds.
 type settingsBackend struct {
