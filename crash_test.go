@@ -46,6 +46,10 @@ func TestMain(m *testing.M) {
 		crashWriter(dir)
 		return
 	}
+	if dir := os.Getenv(envSettingsCrashWriter); dir != "" {
+		settingsCrashWriter(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -132,45 +136,9 @@ func crashKillLoop(t *testing.T, ckptBytes string) {
 	var maxAcked uint64
 	var floor uint64 // namespace revision seen at the last reopen
 	for it := 0; it < iterations; it++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envCrashWriter+"="+dir)
-		stdout, _ := cmd.StdoutPipe()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1<<16)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		if l, ok := <-lines; !ok || l != "READY" {
-			cmd.Wait()
-			t.Fatalf("iteration %d: writer did not start: %q %s", it, l, stderr.String())
-		}
 		// Kill after a random number of acknowledgements, so the kill lands
 		// anywhere in the commit cycle.
-		want := rng.IntN(400)
-		var got []string
-		for len(got) < want {
-			l, ok := <-lines
-			if !ok {
-				break
-			}
-			got = append(got, l)
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		for l := range lines {
-			got = append(got, l)
-		}
-		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("iteration %d: writer exited on its own: %v\n%s", it, err, stderr.String())
-		}
+		got := killWriter(t, it, envCrashWriter, dir, rng.IntN(400))
 		for _, l := range got {
 			f := strings.Fields(l)
 			if len(f) != 3 {
@@ -202,6 +170,51 @@ func crashKillLoop(t *testing.T, ckptBytes string) {
 			t.Fatalf("no checkpoint or truncation happened (%d checkpoints, journal %v): the kills never landed in them", len(files), segs)
 		}
 	}
+}
+
+// killWriter runs the test binary as the writer role that env selects on
+// dir, SIGKILLs it after it printed want lines (after READY), and returns
+// every line it printed. It fails the test if the writer did not start or
+// exited on its own.
+func killWriter(t *testing.T, it int, env, dir string, want int) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1<<16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l, ok := <-lines; !ok || l != "READY" {
+		cmd.Wait()
+		t.Fatalf("iteration %d: writer did not start: %q %s", it, l, stderr.String())
+	}
+	var got []string
+	for len(got) < want {
+		l, ok := <-lines
+		if !ok {
+			break
+		}
+		got = append(got, l)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	for l := range lines {
+		got = append(got, l)
+	}
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("iteration %d: writer exited on its own: %v\n%s", it, err, stderr.String())
+	}
+	return got
 }
 
 func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp, maxAcked uint64) uint64 {

@@ -28,6 +28,12 @@
 //   - Admission happens before the journal: a rejected write reserves
 //     nothing, and a full store fails the write instead of evicting.
 //
+// Settings-backed namespaces (Options.Settings, settings.go) take the same
+// admission and watch registry, but commit by atomically rewriting the
+// [state_store] section of the media server's config.toml instead of the
+// journal; they reject every TTL and travel with the configuration ZIP,
+// never with a runtime Backup.
+//
 // Every error the store returns is an *Error carrying a Code, usable with
 // errors.Is against the Err* sentinels.
 package statestore

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/google/btree v1.1.3
 	github.com/klauspost/compress v1.20.4
+	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/pflag v1.1.0
 	github.com/tidwall/wal v1.2.1

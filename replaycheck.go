@@ -37,13 +37,32 @@ func NewReplayChecker(limits quota.Limits, schemas *schema.Registry) (*ReplayChe
 // the document was validated at admission and is covered by the frame's
 // CRC; CheckDocument re-validates it in full.
 func (c *ReplayChecker) Check(v *materialize.View, rec *journal.Record) error {
+	if err := c.CheckMetadata(rec); err != nil {
+		return err
+	}
+	if err := v.Check(rec); err != nil {
+		return err
+	}
+	if rec.Kind != journal.KindPut {
+		return nil
+	}
+	old, exists := v.Get(rec.Namespace, rec.Key)
+	var oldSize int64
+	if exists {
+		oldSize = old.Size()
+	}
+	_, bytes, nss := v.Totals()
+	u := quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(rec.Namespace).Entries, TotalBytes: bytes}
+	return c.limits.CheckPut(u, rec.Namespace, exists, oldSize, int64(len(rec.Document)))
+}
+
+// CheckMetadata checks what a record says about itself, whatever state it
+// follows: its identifiers and, for a PUT, a registered schema and an owner.
+func (c *ReplayChecker) CheckMetadata(rec *journal.Record) error {
 	if err := checkNamespace(rec.Namespace, c.limits.MaxNamespaceBytes); err != nil {
 		return err
 	}
 	if err := checkKey(rec.Key, c.limits.MaxKeyBytes); err != nil {
-		return err
-	}
-	if err := v.Check(rec); err != nil {
 		return err
 	}
 	if rec.Kind != journal.KindPut {
@@ -55,14 +74,7 @@ func (c *ReplayChecker) Check(v *materialize.View, rec *journal.Record) error {
 	if rec.Owner == "" {
 		return newErr(InvalidArgument, "owner", "PUT record without an owner")
 	}
-	old, exists := v.Get(rec.Namespace, rec.Key)
-	var oldSize int64
-	if exists {
-		oldSize = old.Size()
-	}
-	_, bytes, nss := v.Totals()
-	u := quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(rec.Namespace).Entries, TotalBytes: bytes}
-	return c.limits.CheckPut(u, rec.Namespace, exists, oldSize, int64(len(rec.Document)))
+	return nil
 }
 
 // CheckDocument validates a PUT record's document against its schema, as

@@ -20,6 +20,9 @@ func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header,
 	if err == nil {
 		err = s.checkViewBounds(v)
 	}
+	if err == nil {
+		err = s.checkNoSettings(v)
+	}
 	if err != nil {
 		return nil, hdr, &Error{Code: InvalidArgument, Field: "backup", Message: err.Error(), Err: err}
 	}

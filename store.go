@@ -53,6 +53,10 @@ type Options struct {
 	// checkpoint is written in the background; 0 means
 	// DefaultCheckpointBytes, negative disables automatic checkpoints.
 	CheckpointBytes int64
+	// Settings is the path of the media server's config.toml; its
+	// [state_store] section declares the settings-backed namespaces and
+	// holds their entries (see settings.go). "" means none.
+	Settings string
 }
 
 // Store is an open state store. All methods are safe for concurrent use.
@@ -109,6 +113,8 @@ type Store struct {
 	expiryDone    chan struct{}
 
 	openReport OpenReport
+
+	settings *settingsBackend // nil without Options.Settings
 }
 
 // OpenReport tells what Open had to do besides replaying.
@@ -153,6 +159,7 @@ func Open(opts Options) (*Store, error) {
 		if s.jnl != nil {
 			s.jnl.Close()
 		}
+		s.closeSettings()
 		s.lock.Release()
 		return nil, &Error{Code: Unavailable, Field: "store", Message: fmt.Sprintf("open %s: %v", s.root, err), Err: err}
 	}
@@ -221,6 +228,9 @@ func (s *Store) open() error {
 	if err := s.commitAlone(b); err != nil {
 		return err
 	}
+	if err := s.openSettings(); err != nil {
+		return err
+	}
 	// Everything replayed is served from here on: a later open must find it.
 	if err := jnl.MarkServed(); err != nil {
 		return err
@@ -246,7 +256,7 @@ func (s *Store) checker() *ReplayChecker {
 
 func (s *Store) usage(v *materialize.View, namespace string) quota.Usage {
 	_, bytes, nss := v.Totals()
-	return quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(namespace).Entries, TotalBytes: bytes}
+	return s.otherUsage(quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(namespace).Entries, TotalBytes: bytes}, namespace)
 }
 
 func defaultRegistry() *schema.Registry { return schema.NewRegistry() }
@@ -277,7 +287,7 @@ func (s *Store) Close() error {
 	s.ckptWG.Wait()
 	s.watches.Stop() // every watch gets STORE_CLOSED
 	err := s.jnl.Close()
-	return errors.Join(err, s.lock.Release())
+	return errors.Join(err, s.closeSettings(), s.lock.Release())
 }
 
 // JournalStats returns the journal's counters since Open: writes, the
@@ -294,13 +304,13 @@ type NamespaceInfo = materialize.Namespace
 // it empties), entries and value bytes. It is an operator view and does no
 // authorization.
 func (s *Store) Namespace(namespace string) NamespaceInfo {
-	return s.view.Load().Namespace(namespace)
+	return s.readView(namespace).Namespace(namespace)
 }
 
 // Usage returns the store's entries, value bytes and namespaces holding
-// entries.
+// entries, settings-backed ones included (the quotas count both).
 func (s *Store) Usage() (entries int, bytes int64, namespaces int) {
-	return s.view.Load().Totals()
+	return s.totals()
 }
 
 // Get returns the complete current entry at (namespace, key). An entry
@@ -314,7 +324,7 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 		return Entry{}, err
 	}
 	for {
-		e, ok := s.view.Load().Get(namespace, key)
+		e, ok := s.readView(namespace).Get(namespace, key)
 		if !ok {
 			return Entry{}, newErr(NotFound, "key", "%q not found in namespace %q", key, namespace)
 		}
@@ -403,7 +413,7 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, er
 	owner := p.ID
 	o := &op{kind: opPut, owner: owner, ns: req.Namespace, key: req.Key, schema: req.Schema,
 		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl}
-	return s.submit(o)
+	return s.commitOp(o)
 }
 
 // DeleteRequest is a DeleteState.
@@ -422,6 +432,6 @@ func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (uin
 	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
 		return 0, err
 	}
-	e, err := s.submit(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
+	e, err := s.commitOp(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
 	return e.Revision, err
 }

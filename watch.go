@@ -108,21 +108,13 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (Watch
 	if err := authorize(ss.Principal(), req.Namespace, accessRead); err != nil {
 		return WatchResult{}, err
 	}
+	if s.isSettings(req.Namespace) {
+		return s.watchSettings(ss, req)
+	}
 	for {
 		s.pubMu.Lock()
 		v := s.view.Load()
-		now := s.clock.Now().UnixMilli()
-		var entries []*materialize.Entry
-		due, size := false, 0
-		v.Ascend(req.Namespace, req.KeyPrefix, func(e *Entry) bool {
-			if e.ExpiresMs != 0 && now >= e.ExpiresMs {
-				due = true
-				return false
-			}
-			entries = append(entries, e)
-			size += entryWireBytes(e)
-			return len(entries) <= s.limits.MaxSnapshotEntries && size <= s.limits.MaxSnapshotBytes
-		})
+		entries, due, err := s.capture(v, req, s.clock.Now().UnixMilli())
 		if due {
 			// Commit the lapsed leases' EXPIREs, then capture again.
 			s.pubMu.Unlock()
@@ -131,26 +123,52 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (Watch
 			}
 			continue
 		}
-		if len(entries) > s.limits.MaxSnapshotEntries {
-			s.pubMu.Unlock()
-			return WatchResult{}, newErr(WatchTooBroad, "watch snapshot entries", "more than %d entries match namespace %q prefix %q; narrow the prefix", s.limits.MaxSnapshotEntries, req.Namespace, req.KeyPrefix)
-		}
-		if size > s.limits.MaxSnapshotBytes {
-			s.pubMu.Unlock()
-			return WatchResult{}, newErr(WatchTooBroad, "watch snapshot bytes", "matching entries encode to more than %d bytes; narrow the prefix", s.limits.MaxSnapshotBytes)
-		}
-		rev := v.Namespace(req.Namespace).Revision
-		err := s.watches.Add(ss.reg, req.RequestID, req.WatchID, req.Namespace, req.KeyPrefix, rev, entries)
-		s.pubMu.Unlock()
 		if err != nil {
-			return WatchResult{}, watchErr(err, req.WatchID)
+			s.pubMu.Unlock()
+			return WatchResult{}, err
 		}
-		res := WatchResult{SnapshotRevision: rev, Entries: make([]Entry, len(entries))}
-		for i, e := range entries {
-			res.Entries[i] = copyEntry(e)
-		}
-		return res, nil
+		res, err := s.register(ss, req, v.Namespace(req.Namespace).Revision, entries)
+		s.pubMu.Unlock()
+		return res, err
 	}
+}
+
+// capture collects the entries of v that req matches, within the snapshot
+// bounds (WATCH_TOO_BROAD beyond them). It stops at a lease due at now
+// (inclusive) and reports it, so the caller commits its EXPIRE first.
+func (s *Store) capture(v *materialize.View, req WatchRequest, now int64) (entries []*Entry, due bool, err error) {
+	size := 0
+	v.Ascend(req.Namespace, req.KeyPrefix, func(e *Entry) bool {
+		if e.ExpiresMs != 0 && now >= e.ExpiresMs {
+			due = true
+			return false
+		}
+		entries = append(entries, e)
+		size += entryWireBytes(e)
+		return len(entries) <= s.limits.MaxSnapshotEntries && size <= s.limits.MaxSnapshotBytes
+	})
+	switch {
+	case due:
+		return nil, true, nil
+	case len(entries) > s.limits.MaxSnapshotEntries:
+		return nil, false, newErr(WatchTooBroad, "watch snapshot entries", "more than %d entries match namespace %q prefix %q; narrow the prefix", s.limits.MaxSnapshotEntries, req.Namespace, req.KeyPrefix)
+	case size > s.limits.MaxSnapshotBytes:
+		return nil, false, newErr(WatchTooBroad, "watch snapshot bytes", "matching entries encode to more than %d bytes; narrow the prefix", s.limits.MaxSnapshotBytes)
+	}
+	return entries, false, nil
+}
+
+// register adds the watch with its captured snapshot. The caller holds the
+// lock that orders the snapshot against commits to its namespace.
+func (s *Store) register(ss *Session, req WatchRequest, rev uint64, entries []*Entry) (WatchResult, error) {
+	if err := s.watches.Add(ss.reg, req.RequestID, req.WatchID, req.Namespace, req.KeyPrefix, rev, entries); err != nil {
+		return WatchResult{}, watchErr(err, req.WatchID)
+	}
+	res := WatchResult{SnapshotRevision: rev, Entries: make([]Entry, len(entries))}
+	for i, e := range entries {
+		res.Entries[i] = copyEntry(e)
+	}
+	return res, nil
 }
 
 func watchErr(err error, id string) error {

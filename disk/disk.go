@@ -93,10 +93,20 @@ func SyncDir(dir string) error {
 // WriteAtomic writes path through a temporary file in the same directory:
 // write, fsync, rename over path, fsync the directory. write receives the
 // temporary file; on any error the temporary file is removed and path is
-// untouched.
-func WriteAtomic(path string, write func(w io.Writer) error) (err error) {
+// untouched. The new file's mode is 0600.
+func WriteAtomic(path string, write func(w io.Writer) error) error {
+	return WriteAtomicPerm(path, 0o600, write)
+}
+
+// tempPattern names the temporary files of WriteAtomic for path.
+func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-*" }
+
+// WriteAtomicPerm is WriteAtomic giving the new file the permission bits
+// perm, so a replaced file (a configuration file others read) keeps its
+// mode.
+func WriteAtomicPerm(path string, perm os.FileMode, write func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, tempPattern(path))
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", path, err)
 	}
@@ -106,6 +116,9 @@ func WriteAtomic(path string, write func(w io.Writer) error) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
+	if err = tmp.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
 	if err = write(tmp); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
@@ -134,4 +147,20 @@ func Truncate(path string, size int64) error {
 		return err
 	}
 	return f.Sync()
+}
+
+// RemoveTemps removes the temporary files WriteAtomic left beside path
+// when its process died mid-write. Only the holder of the lock guarding
+// path may call it: a live writer's temporary file matches too.
+func RemoveTemps(path string) error {
+	names, err := filepath.Glob(filepath.Join(filepath.Dir(path), tempPattern(path)))
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.Remove(n); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale temporary file: %w", err)
+		}
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	docs := c.fs.Bool("documents", false, "include each PUT's JSON document")
 	c.jsonFlag()
 	c.limitFlags()
+	config := c.configFlag()
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -64,6 +65,13 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	prog.finish()
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
+	}
+	if *config != "" {
+		if out.settings, err = loadSettings(*config, chk, true, *docs); err != nil {
+			p := settingsProblem(*config, err)
+			problems = append(problems, p)
+			fmt.Fprintf(stderr, "kpjournal dump: %s\n", p)
+		}
 	}
 	if err := out.finish(problems); err != nil {
 		return c.fail(exitUsage, "%v", err)
@@ -108,6 +116,9 @@ type dumpWriter struct {
 	store string
 	n     int
 	t     *table
+	// settings are config.toml's settings-backed entries (--config),
+	// printed after the journal's records.
+	settings *settingsDoc
 }
 
 const dumpTableRows = 4096
@@ -184,7 +195,10 @@ func (d *dumpWriter) finish(problems []problem) error {
 		if d.t == nil {
 			d.t = d.header()
 		}
-		return d.t.flush()
+		if err := d.t.flush(); err != nil || d.settings == nil {
+			return err
+		}
+		return d.settings.print(d.w, d.docs)
 	}
 	if d.n == 0 {
 		fmt.Fprintf(d.w, "{\n  \"store\": %s,\n  \"records\": [", strconv.Quote(d.store))
@@ -197,6 +211,14 @@ func (d *dumpWriter) finish(problems []problem) error {
 	b, err := json.Marshal(problems)
 	if err != nil {
 		return err
+	}
+	if d.settings != nil {
+		sb, err := json.Marshal(d.settings)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(d.w, "],\n  \"settings\": %s,\n  \"problems\": %s\n}\n", sb, b)
+		return nil
 	}
 	_, err = fmt.Fprintf(d.w, "],\n  \"problems\": %s\n}\n", b)
 	return err

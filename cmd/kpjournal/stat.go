@@ -30,6 +30,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	c.dirFlag()
 	c.jsonFlag()
 	c.limitFlags()
+	config := c.configFlag()
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -40,6 +41,11 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	st, err := collectStat(c, chk, reg)
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
+	}
+	if *config != "" {
+		if st.Settings, err = loadSettings(*config, chk, false, false); err != nil {
+			st.Problems = append(st.Problems, settingsProblem(*config, err))
+		}
 	}
 	return c.finish(stdout, st, st.print, len(st.Problems))
 }
@@ -90,6 +96,7 @@ type statDoc struct {
 	Totals      statTotals       `json:"totals"`
 	Disk        statDisk         `json:"disk"`
 	Problems    []problem        `json:"problems"`
+	Settings    *settingsDoc     `json:"settings,omitempty"` // with --config
 }
 
 func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*statDoc, error) {
@@ -257,6 +264,9 @@ func (d *statDoc) print(w io.Writer) error {
 	u := d.Disk
 	fmt.Fprintf(w, "disk: journal %d, checkpoints %d, quarantine %d, other %d, total %d bytes\n",
 		u.Journal, u.Checkpoints, u.Quarantine, u.Other, u.Total)
+	if d.Settings != nil {
+		d.Settings.print(w, false)
+	}
 	if len(d.Problems) > 0 {
 		fmt.Fprintf(w, "\n%d problems (kpjournal verify checks everything):\n", len(d.Problems))
 		return problemTable(w, d.Problems, 20)
