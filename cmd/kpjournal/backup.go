@@ -74,7 +74,7 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 	doc := backupDoc{File: *out, Index: h.Index, Time: msTime(h.TimeMs), Entries: h.Entries, Bytes: h.Bytes, Namespaces: h.Namespaces,
 		Size: head.n, Expired: open.Expired}
 	if open.TailCut != nil {
-		doc.TailCut = open.TailCut.String()
+		doc.TailCut = some(open.TailCut.String())
 	}
 	if c.json {
 		if err := writeJSON(stdout, doc); err != nil {
@@ -91,20 +91,20 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 }
 
 type backupDoc struct {
-	File       string `json:"file"`
-	Index      uint64 `json:"index"`
-	Time       string `json:"time"`
-	Entries    uint32 `json:"entries"`
-	Bytes      uint64 `json:"bytes"`
-	Namespaces uint32 `json:"namespaces"`
-	Size       int64  `json:"size"`
-	Expired    int    `json:"overdue_leases_left_out,omitempty"`
-	TailCut    string `json:"torn_tail_left_out,omitempty"`
+	File       string      `json:"file"`
+	Index      uint64      `json:"index"`
+	Time       string      `json:"time"`
+	Entries    uint32      `json:"entries"`
+	Bytes      uint64      `json:"bytes"`
+	Namespaces uint32      `json:"namespaces"`
+	Size       int64       `json:"size"`
+	Expired    int         `json:"overdue_leases_left_out"`
+	TailCut    opt[string] `json:"torn_tail_left_out"` // null: none was cut
 }
 
 func (d backupDoc) print(w io.Writer) {
-	if d.TailCut != "" {
-		fmt.Fprintf(w, "left out a torn final record: %s\n", d.TailCut)
+	if cut, ok := d.TailCut.get(); ok {
+		fmt.Fprintf(w, "left out a torn final record: %s\n", cut)
 	}
 	if d.Expired > 0 {
 		fmt.Fprintf(w, "left out %d overdue leases (opening the store purges them)\n", d.Expired)
@@ -194,8 +194,8 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	if *in == "" {
 		return c.usageError("--in is required")
 	}
-	if c.dir == "" {
-		return c.usageError("--dir is required")
+	if code := c.checkDir(true); code >= 0 {
+		return code
 	}
 	if code := c.checkNotLive(); code >= 0 {
 		return code

@@ -81,12 +81,16 @@ func (r *repairer) confirm(question string) int {
 	return -1
 }
 
+// tailCutReport is what repair without --truncate-after plans and does.
 type tailCutReport struct {
-	Store   string           `json:"store"`
-	Cut     *journal.TailCut `json:"cut"`
-	Nothing string           `json:"nothing_to_do,omitempty"`
-	Damage  []problem        `json:"other_damage,omitempty"`
-	Markers []string         `json:"finished_truncations,omitempty"`
+	Store string `json:"store"`
+	// Plan is the torn final record to cut; null when there is none.
+	Plan    opt[problem]     `json:"plan"`
+	Applied bool             `json:"applied"` // false: refused or not confirmed, nothing changed
+	Cut     *journal.TailCut `json:"cut"`     // what was cut; null when nothing was
+	Nothing opt[string]      `json:"nothing_to_do"`
+	Damage  []problem        `json:"other_damage"`
+	Markers []string         `json:"finished_truncations"`
 }
 
 // cutTail cuts a torn final record with journal.Open, the store's own repair.
@@ -96,7 +100,7 @@ func (r *repairer) cutTail() int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
-	rep := tailCutReport{Store: c.root()}
+	rep := tailCutReport{Store: c.root(), Damage: []problem{}}
 	var torn *problem
 	prog := startProgress(c.stderr, "scan", journalSize(segs))
 	err = walkJournal(segs, r.lim, 1, 0, prog, func(journal.Segment, *item, *frame) error { return nil }, func(p problem, isTorn bool) error {
@@ -114,6 +118,9 @@ func (r *repairer) cutTail() int {
 	rep.Markers = truncationMarkers(c.journalDir())
 	if len(rep.Damage) > 0 {
 		first := rep.Damage[0]
+		if c.json {
+			writeJSON(c.stdout, rep)
+		}
 		for _, p := range rep.Damage {
 			fmt.Fprintf(c.stderr, "kpjournal repair: %s\n", p)
 		}
@@ -125,12 +132,19 @@ func (r *repairer) cutTail() int {
 			"Decide what to drop with kpjournal verify and dump, then use --truncate-after%s", hint)
 	}
 	if torn == nil && len(rep.Markers) == 0 {
-		rep.Nothing = "the journal ends with a whole record: nothing to repair"
+		rep.Nothing = some("the journal ends with a whole record: nothing to repair")
 		return r.report(rep, exitOK)
 	}
 	if torn != nil {
-		fmt.Fprintf(c.stderr, "kpjournal repair: will cut %s at offset %d (index %s): %s\n", torn.File, torn.Offset, indexText(torn.Index), torn.Reason)
+		// The plan goes where the result goes: stdout, or the JSON report.
+		rep.Plan = some(*torn)
+		if !c.json {
+			fmt.Fprintf(c.stdout, "will cut %s at offset %s (index %s): %s\n", torn.File, offsetText(torn.Offset), indexText(torn.Index), torn.Reason)
+		}
 		if code := r.confirm("Cut the torn final record (it was never acknowledged)?"); code >= 0 {
+			if c.json {
+				writeJSON(c.stdout, rep)
+			}
 			return code
 		}
 	}
@@ -141,7 +155,7 @@ func (r *repairer) cutTail() int {
 	if err := j.Close(); err != nil {
 		return c.fail(exitUsage, "close journal: %v", err)
 	}
-	rep.Cut = cut
+	rep.Cut, rep.Applied = cut, true
 	return r.report(rep, exitOK)
 }
 
@@ -156,8 +170,8 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 	for _, m := range rep.Markers {
 		fmt.Fprintf(c.stdout, "finished an interrupted truncation (%s)\n", m)
 	}
-	if rep.Nothing != "" {
-		fmt.Fprintln(c.stdout, rep.Nothing)
+	if nothing, ok := rep.Nothing.get(); ok {
+		fmt.Fprintln(c.stdout, nothing)
 	}
 	if cut := rep.Cut; cut != nil {
 		fmt.Fprintf(c.stdout, "cut segment %s at offset %d: %d bytes of a torn record that would have had index %d (%s)\n",
@@ -169,7 +183,7 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 
 func truncationMarkers(dir string) []string {
 	ents, _ := os.ReadDir(dir)
-	var out []string
+	out := []string{}
 	for _, e := range ents {
 		n := e.Name()
 		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
@@ -189,19 +203,22 @@ type lossRow struct {
 	ToRevision   uint64 `json:"to_revision"`
 }
 
+// truncatePlan is what repair --truncate-after plans and, once applied,
+// did. Absent values (no record dropped, no segment cut) are null.
 type truncatePlan struct {
-	Store          string    `json:"store"`
-	After          uint64    `json:"after"`
-	Records        int       `json:"records_dropped"`
-	FirstIndex     uint64    `json:"first_index_dropped,omitempty"`
-	LastIndex      uint64    `json:"last_index_dropped,omitempty"`
-	Damaged        int       `json:"damaged_entries_dropped"`
-	Namespaces     []lossRow `json:"namespaces"`
-	Checkpoints    []string  `json:"checkpoints_moved"`
-	Segments       []string  `json:"segments_moved"`
-	CutSegment     string    `json:"cut_segment,omitempty"`
-	CutOffset      int64     `json:"cut_offset,omitempty"`
-	Quarantine     []string  `json:"quarantined"`
+	Store          string      `json:"store"`
+	After          uint64      `json:"after"`
+	Applied        bool        `json:"applied"` // false: nothing to drop, or not confirmed
+	Records        int         `json:"records_dropped"`
+	FirstIndex     opt[uint64] `json:"first_index_dropped"`
+	LastIndex      opt[uint64] `json:"last_index_dropped"`
+	Damaged        int         `json:"damaged_entries_dropped"`
+	Namespaces     []lossRow   `json:"namespaces"`
+	Checkpoints    []string    `json:"checkpoints_moved"`
+	Segments       []string    `json:"segments_moved"`
+	CutSegment     opt[string] `json:"cut_segment"`
+	CutOffset      opt[int64]  `json:"cut_offset"`
+	Quarantine     []string    `json:"quarantined"`
 	segs           []journal.Segment
 	cutAt          int   // index into segs of the segment cut (or -1: every segment goes)
 	cutSize        int64 // its size after the cut
@@ -231,11 +248,15 @@ func (r *repairer) truncateAfter(after uint64) int {
 		return exitOK
 	}
 	if code := r.confirm(fmt.Sprintf("Drop %d acknowledged records after index %d?", p.Records, after)); code >= 0 {
+		if c.json {
+			writeJSON(c.stdout, p)
+		}
 		return code
 	}
 	if err := r.apply(p); err != nil {
 		return c.fail(exitUsage, "%v (files already moved are in %s)", err, c.quarantineDir())
 	}
+	p.Applied = true
 	if c.json {
 		if err := writeJSON(c.stdout, p); err != nil {
 			return c.fail(exitUsage, "%v", err)
@@ -300,10 +321,10 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 				row.Records++
 				row.LastIndex, row.ToRevision = it.index, f.revision
 				p.Records++
-				if p.FirstIndex == 0 {
-					p.FirstIndex = it.index
+				if !p.FirstIndex.ok {
+					p.FirstIndex = some(it.index)
 				}
-				p.LastIndex = it.index
+				p.LastIndex = some(it.index)
 			}
 		}
 		for ; di < len(s.damage); di++ {
@@ -332,7 +353,7 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 		switch {
 		case k == p.cutAt:
 			if p.cutSize < segs[k].Size {
-				p.CutSegment, p.CutOffset = segs[k].Name(), p.cutSize
+				p.CutSegment, p.CutOffset = some(segs[k].Name()), some(p.cutSize)
 			}
 		case p.cutAt == -1 || k > p.cutAt:
 			p.Segments = append(p.Segments, segs[k].Name())
@@ -379,18 +400,18 @@ func (r *repairer) noteDamage(p *truncatePlan, s *segmentScan, i int) {
 func (r *repairer) printPlan(p *truncatePlan) {
 	w := r.c.stdout
 	if p.Records > 0 {
-		fmt.Fprintf(w, "truncating after index %d drops %d records (indexes %d..%d):\n", p.After, p.Records, p.FirstIndex, p.LastIndex)
+		fmt.Fprintf(w, "truncating after index %d drops %d records (indexes %s):\n", p.After, p.Records, indexRange(p.FirstIndex.val, p.LastIndex.val))
 		t := newTable(w, "NAMESPACE", "RECORDS", "INDEXES", "REVISIONS")
 		for _, n := range p.Namespaces {
-			t.row(n.Namespace, n.Records, fmt.Sprintf("%d..%d", n.FirstIndex, n.LastIndex), fmt.Sprintf("%d..%d", n.FromRevision, n.ToRevision))
+			t.row(n.Namespace, n.Records, indexRange(n.FirstIndex, n.LastIndex), fmt.Sprintf("%d..%d", n.FromRevision, n.ToRevision))
 		}
 		t.flush()
 	}
 	if p.Damaged > 0 {
 		fmt.Fprintf(w, "and %d damaged entries after index %d\n", p.Damaged, p.After)
 	}
-	if p.CutSegment != "" {
-		fmt.Fprintf(w, "segment %s is cut at offset %d (a copy is kept in quarantine/)\n", p.CutSegment, p.CutOffset)
+	if seg, ok := p.CutSegment.get(); ok {
+		fmt.Fprintf(w, "segment %s is cut at offset %d (a copy is kept in quarantine/)\n", seg, p.CutOffset.val)
 	}
 	for _, s := range p.Segments {
 		fmt.Fprintf(w, "segment %s moves to quarantine/\n", s)
@@ -436,18 +457,18 @@ func (r *repairer) apply(p *truncatePlan) error {
 			return err
 		}
 	}
-	if p.CutSegment != "" {
-		src := filepath.Join(c.journalDir(), p.CutSegment)
+	if cutSeg, ok := p.CutSegment.get(); ok {
+		src := filepath.Join(c.journalDir(), cutSeg)
 		data, err := os.ReadFile(src)
 		if err != nil {
 			return err
 		}
-		keep := filepath.Join(q, p.CutSegment+stamp+".before-truncate")
+		keep := filepath.Join(q, cutSeg+stamp+".before-truncate")
 		if err := disk.WriteAtomic(keep, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 			return err
 		}
 		p.Quarantine = append(p.Quarantine, keep)
-		if err := disk.Truncate(src, p.CutOffset); err != nil {
+		if err := disk.Truncate(src, p.CutOffset.val); err != nil {
 			return err
 		}
 		if err := disk.SyncDir(c.journalDir()); err != nil {
