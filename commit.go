@@ -516,7 +516,7 @@ func (b *batch) admit(o *op) (*Entry, error) {
 	return nil, newErr(InvalidArgument, "op", "unknown operation %d", o.kind)
 }
 
-// checkExpect applies the expected_revision rules of DESIGN.md §3.
+// checkExpect applies the expected_revision rules of the package documentation.
 func checkExpect(x Expect, old *Entry, exists bool) error {
 	want, set := x.Revision()
 	if !set {

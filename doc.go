@@ -3,7 +3,78 @@
 // revisioned get, put and delete, compare-and-set, TTL leases and namespace
 // authorization, on an event-sourced engine.
 //
-// The engine (see DESIGN.md §1):
+// # Using it
+//
+// [Open] a store in a directory, then call [Store.Get], [Store.Put] and
+// [Store.Delete] with the [Principal] your session layer authenticated.
+// Every entry is one complete JSON document of a registered schema
+// (keeppeek.media-intent.v1 is built in; see package schema). To follow
+// changes, open a [Session] with a watch.Sink (watch.ChanSink is a ready
+// one), [Store.Watch] a namespace and key prefix, and [Store.Ack] each
+// update you apply. The Example functions of this package are complete
+// programs: Open, compare-and-set, handling CONFLICT, a lease, a watch, and
+// a backup restored elsewhere.
+//
+// # Namespaces and who may use them
+//
+// A namespace is system, system/<id>, service/<id>, group/<id> or
+// user/<owner-id>; an <id> and each '/'-separated key segment are
+// [A-Za-z0-9._-]+, never "." or "..". The policy below is decided from the
+// Principal alone; a namespace's spelling grants nothing (a principal whose
+// ID is "transcoder-a" has no rights in service/transcoder-a):
+//
+//	namespace          write                          read and watch
+//	system/            the server only (System())     administrators
+//	service/<id>/      administrators                 administrators
+//	group/<id>/        administrators                 administrators
+//	user/<owner-id>/   the owner (ID == owner-id)     the owner
+//	                   or administrators              or administrators
+//
+// A principal with an empty ID has no access at all. A refusal is
+// PERMISSION_DENIED, and its message names the rule above that refused.
+//
+// A Principal is an administrator when the embedder sets Principal.Admin:
+// the media server does so for the sessions it authenticated as operators.
+// Nothing a client sends can make it one, and System(), the server's own
+// principal, is the only one that can write system/. The owner of every
+// entry written is the calling principal's ID; a client cannot choose it.
+// [Store.SetPrincipal] changes a live principal's rights and closes the
+// watches it may no longer read.
+//
+// # Compare-and-set
+//
+// PutRequest.Expect and DeleteRequest.Expect carry expected_revision:
+//
+//	Expect{} (zero)   blind replace (or delete), as policy permits
+//	CreateOnly        create only: CONFLICT if the key exists
+//	IfRevision(n)     only if the entry's revision is n: CONFLICT otherwise
+//	                  (a missing key is CONFLICT with current revision 0)
+//
+// Deleting a missing key is NOT_FOUND whatever Expect says.
+//
+// A CONFLICT error carries the current revision in Error.CurrentRevision. The
+// writer rereads, merges its own intent and retries with IfRevision of what
+// it read; it never retries blind, which would discard another writer's state.
+//
+// # Leases
+//
+// PutRequest.TTL requests a lease: below 1 s is TTL_INVALID, above 24 h is
+// clamped to 24 h, and Entry.ExpiresMs is the accepted deadline. Expiry is
+// inclusive: at ExpiresMs the entry already reads as NOT_FOUND. Every expiry
+// is journaled as an EXPIRE, advances its namespace revision by one and
+// reaches each matching watch as one update. The holder renews with
+// IfRevision of its last write; others claim with CreateOnly after it lapses.
+//
+// # Bounds
+//
+// Options.Limits (package quota) sets them; the defaults are 4,096
+// namespaces holding entries, 1,024 entries per namespace, 64 MiB of
+// document bytes in the store, 16 KiB per document, watch snapshots of 64
+// entries and 64 KiB, 32 unacknowledged updates per watch, a 30 s
+// acknowledgement deadline, and 1,024 watches (16 per session). A write
+// over a bound is refused before it is journaled and reserves nothing.
+//
+// # Engine
 //
 //	call -> admission (policy, identifiers, schema, quota, CAS)   this package
 //	     -> journal/   segmented write-ahead journal, the sole revision authority

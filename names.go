@@ -2,7 +2,7 @@ package statestore
 
 import "strings"
 
-// Identifier rules (DESIGN.md §3): an <id> or key segment is one or more of
+// Identifier rules (see the package documentation): an <id> or key segment is one or more of
 // [A-Za-z0-9._-], never "." or "..".
 func validSegment(s string) bool {
 	if s == "" || s == "." || s == ".." {

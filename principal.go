@@ -1,13 +1,21 @@
 package statestore
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Principal is an authenticated identity, as the media server's session
 // layer established it. Authorization is decided from it alone: nothing in
 // a namespace's spelling grants anything.
+//
+// A Principal becomes an administrator only by the embedder setting Admin
+// when it builds the value from its own authenticated session (a server
+// operator's account, say); no request field and no namespace name can set
+// it. The server itself is System(), the only writer of system/.
 type Principal struct {
-	ID    string // server-issued principal ID
-	Admin bool
+	ID    string // server-issued principal ID; the owner of every entry it writes
+	Admin bool   // granted by the embedder, see the package documentation
 	// system marks the server itself. It is unexported so that no client
 	// request can construct it: only System() returns one.
 	system bool
@@ -33,24 +41,45 @@ func (a access) String() string {
 	return "read"
 }
 
-// authorize applies the namespace policy of DESIGN.md §3 to a namespace that
-// has already passed checkNamespace.
+// Policy rules, each named as PERMISSION_DENIED quotes it so the caller
+// learns which row of the namespace policy refused, not only that one did.
+const (
+	ruleAuthenticated = "rule: only an authenticated principal (non-empty ID) has any access"
+	ruleSystemWrite   = "rule system/: only the server writes"
+	ruleSystemRead    = "rule system/: only administrators read"
+	ruleAdminOnly     = "rule %s/<id>/: only administrators read and write"
+	ruleUserOwner     = "rule user/<owner-id>/: only the owner %q or an administrator reads and writes"
+)
+
+// authorize applies the namespace policy (the table in the package
+// documentation) to a namespace that has already passed checkNamespace.
 func authorize(p Principal, namespace string, a access) error {
 	if !p.system && p.ID == "" {
-		return newErr(PermissionDenied, "principal", "unauthenticated principal may not %s namespace %q", a, namespace)
+		return newErr(PermissionDenied, "principal", "unauthenticated principal may not %s namespace %q (%s)", a, namespace, ruleAuthenticated)
 	}
 	class, owner, _ := strings.Cut(namespace, "/")
-	allowed := false
+	var refused string
 	switch class {
 	case "system":
-		allowed = p.system || (a == accessRead && p.Admin)
+		if a == accessWrite && !p.system {
+			refused = ruleSystemWrite
+		} else if !p.Admin {
+			refused = ruleSystemRead
+		}
 	case "service", "group":
-		allowed = p.Admin
+		if !p.Admin {
+			refused = fmt.Sprintf(ruleAdminOnly, class)
+		}
 	case "user":
-		allowed = p.Admin || p.ID == owner
+		if !p.Admin && p.ID != owner {
+			refused = fmt.Sprintf(ruleUserOwner, owner)
+		}
+	default:
+		// checkNamespace admits no other class; fail closed regardless.
+		refused = "rule: namespaces outside system/, service/, group/ and user/ are closed"
 	}
-	if !allowed {
-		return newErr(PermissionDenied, "namespace", "principal %q may not %s namespace %q", p.ID, a, namespace)
+	if refused != "" {
+		return newErr(PermissionDenied, "namespace", "principal %q may not %s namespace %q (%s)", p.ID, a, namespace, refused)
 	}
 	return nil
 }

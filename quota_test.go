@@ -194,6 +194,13 @@ func TestScenario7Rejections(t *testing.T) {
 			if !strings.Contains(se.Error(), tc.field) {
 				t.Fatalf("message %q does not name %q", se, tc.field)
 			}
+			// The JSON path is the Field; the message must not say it again.
+			if strings.HasPrefix(tc.field, "$") && strings.Count(se.Error(), tc.field) != 1 {
+				t.Fatalf("message %q names %q more than once", se, tc.field)
+			}
+			if tc.code == statestore.SchemaInvalid && !strings.Contains(se.Error(), tc.schema) {
+				t.Fatalf("message %q does not name the schema %q", se, tc.schema)
+			}
 		})
 	}
 	if n, _, _ := f.s.Usage(); n != 0 {

@@ -130,9 +130,9 @@ type OpenReport struct {
 }
 
 // Open opens the store in opts.Dir/state-store, creating it if needed. It
-// takes the LOCK file, replays the journal with every validation of
-// DESIGN.md §2.3, purges overdue leases (journaling one EXPIRE each), and
-// only then serves. Any failure is an *Error with code Unavailable wrapping
+// takes the LOCK file, replays the journal with every check a write passes
+// at admission plus revision continuity, purges overdue leases (journaling
+// one EXPIRE each), and only then serves. Any failure is an *Error with code Unavailable wrapping
 // the cause (a *journal.CorruptError names the journal index and offset).
 func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
@@ -403,12 +403,7 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, er
 		return Entry{}, &Error{Code: ValueTooLarge, Field: "document", Message: err.Error(), Err: err}
 	}
 	if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
-		field := "document"
-		var se *schema.Error
-		if errors.As(err, &se) && se.Path != "" {
-			field = se.Path
-		}
-		return Entry{}, &Error{Code: SchemaInvalid, Field: field, Message: err.Error(), Err: err}
+		return Entry{}, schemaErr(err)
 	}
 	owner := p.ID
 	o := &op{kind: opPut, owner: owner, ns: req.Namespace, key: req.Key, schema: req.Schema,
@@ -434,4 +429,22 @@ func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (uin
 	}
 	e, err := s.commitOp(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
 	return e.Revision, err
+}
+
+// schemaErr turns a schema rejection into SCHEMA_INVALID. The JSON path
+// goes in Field alone: the message is the schema's reason and name, so the
+// formatted error says the path once.
+func schemaErr(err error) *Error {
+	var se *schema.Error
+	if !errors.As(err, &se) {
+		return &Error{Code: SchemaInvalid, Field: "document", Message: err.Error(), Err: err}
+	}
+	field, msg := se.Path, se.Reason
+	if field == "" {
+		field = "document"
+	}
+	if se.Schema != "" {
+		msg += " (schema " + se.Schema + ")"
+	}
+	return &Error{Code: SchemaInvalid, Field: field, Message: msg, Err: err}
 }

@@ -75,7 +75,7 @@ type Limits struct {
 	MaxDocument  int // bytes
 }
 
-// DefaultLimits matches the store's defaults (DESIGN.md §3).
+// DefaultLimits matches the store's defaults (quota.Default).
 var DefaultLimits = Limits{MaxNamespace: 128, MaxKey: 256, MaxSchema: 128, MaxOwner: 128, MaxDocument: 16384}
 
 // ErrFrame is wrapped by every frame decoding failure.

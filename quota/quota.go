@@ -36,7 +36,8 @@ type Limits struct {
 	MaxTTL                 time.Duration // longer is clamped
 }
 
-// Default returns the defaults of DESIGN.md §3.
+// Default returns the bounds a store uses for every field Options.Limits
+// leaves zero.
 func Default() Limits {
 	return Limits{
 		MaxNamespaces:          4096,

@@ -2,6 +2,8 @@
 // keep. Every write and every replayed entry goes through [Registry.Validate],
 // so the guarantees below hold for everything the store ever holds or serves.
 //
+// # What Validate guarantees
+//
 // A document that Validate accepts under a schema name:
 //
 //   - is one JSON value and nothing else, encoded as valid UTF-8, and that
@@ -22,9 +24,58 @@
 //     recording mode and no transient identifiers (source-session IDs, RTP
 //     MIDs) can be stored.
 //
+// # keeppeek.media-intent.v1
+//
+// [MediaIntentV1] is the standard orchestration document: an intent to
+// publish or subscribe a stable source's stream, never a binding (the worker
+// resolves it against current capabilities). Its fields:
+//
+//	field           type     required                 values
+//	role            string   yes                      "publish" or "subscribe"
+//	desired         boolean  yes                      true or false
+//	source_id       string   yes                      a stable source ID (identifier)
+//	media_kind      string   yes                      "video" or "audio"
+//	recording_mode  string   yes when role=publish    "inherit", "disabled" or "required"
+//	variant_id      string   no                       a logical variant (identifier); absent
+//	                                                  on a subscription: automatic selection
+//	output_profile  string   no                       identifier
+//	priority        integer  no                       0 to 1000
+//	parameters      object   no                       service-specific configuration, see below
+//
+// An identifier is 1 to 128 bytes of [A-Za-z0-9._-], not "." or "..". The
+// worker copies recording_mode to StartPublication.recording_mode, which is
+// why a publish intent without it is refused here rather than becoming a
+// zero-value request. Member names of parameters are namespaced,
+// <ns>.<name> with ns of [a-z0-9-] (transcoder.scale, cv.model); their
+// values are any JSON the guard accepts. Any other top-level field is
+// an "unknown field", so transient source-session IDs and RTP MIDs cannot
+// be stored.
+//
+// The specification's example, kept as testdata/accept/spec-example.json in
+// this package's directory (with more accepted and rejected documents
+// beside it in testdata/accept and testdata/reject):
+//
+//	{
+//	  "role": "publish",
+//	  "desired": true,
+//	  "source_id": "front-door",
+//	  "media_kind": "video",
+//	  "variant_id": "browser-h264-720p",
+//	  "output_profile": "browser-h264-720p",
+//	  "priority": 100,
+//	  "recording_mode": "disabled"
+//	}
+//
+// # Errors
+//
 // Every rejection is an [*Error] that names the offending field as a JSON
 // path and matches [ErrInvalid], so callers map all of them to one error code
-// (SCHEMA_INVALID) while the message still says which field to fix.
+// (SCHEMA_INVALID) while the message still says which field to fix. The
+// path is said once: Error formats "schema <name>: <path>: <reason>", and
+// the store's SCHEMA_INVALID carries the path as its field and the reason
+// as its message.
+//
+// # Fast path
 //
 // Validate has two paths. The full path decodes the document into Go
 // values, runs [Guard] over them and then the schema's validator (for

@@ -7,7 +7,9 @@
 // committed batch) while holding its commit-order lock, so the registry sees
 // registrations and mutations in one total order. Neither call blocks on a
 // session's Sink: both only append to in-memory queues, and one delivery
-// goroutine per session drains its queue into the Sink.
+// goroutine per session drains its queue into the Sink. An embedder without
+// a control channel of its own can use [ChanSink], a bounded buffered
+// channel.
 //
 // Invariants (each pinned by tests):
 //   - No gap: a watch's Snapshot is the first message enqueued for it, and

@@ -13,7 +13,7 @@ import (
 // zero value is invalid, so an uninitialised Event is never taken for a PUT.
 type Kind uint8
 
-// Update kinds (DESIGN.md §3): PUT carries the entry; DELETE and EXPIRE
+// Update kinds, as the wire protocol names them: PUT carries the entry; DELETE and EXPIRE
 // carry only the key.
 const (
 	Put Kind = iota + 1
@@ -38,7 +38,7 @@ func (k Kind) String() string {
 // zero value is invalid.
 type Reason uint8
 
-// Close reasons (DESIGN.md §3).
+// Close reasons, as StateStoreWatchClosed names them.
 const (
 	BufferOverflow Reason = iota + 1
 	AckTimeout
@@ -131,7 +131,7 @@ type Sink interface {
 }
 
 // Limits bound the registry. A zero or negative field takes its default
-// (DESIGN.md §3): MaxWatches 1024, MaxPerSession 16, MaxUnacked 32,
+// (those of quota.Default): MaxWatches 1024, MaxPerSession 16, MaxUnacked 32,
 // AckDeadline 30 s.
 type Limits struct {
 	MaxWatches    int           // watches in the whole registry

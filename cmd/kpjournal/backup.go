@@ -77,8 +77,8 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 		// The cut happened in the temporary copy, which is gone: name what
 		// was left out, not where the copy kept it. The store's own files
 		// still hold the torn record (kpjournal repair cuts it).
-		doc.TailCut = fmt.Sprintf("segment %s at offset %d (index %d, %d bytes: %s); the store's own files are unchanged",
-			cut.Segment, cut.Offset, cut.Index, cut.Bytes, cut.Reason)
+		doc.TailCut = some(fmt.Sprintf("segment %s at offset %d (index %d, %d bytes: %s); the store's own files are unchanged",
+			cut.Segment, cut.Offset, cut.Index, cut.Bytes, cut.Reason))
 	}
 	if c.json {
 		if err := writeJSON(stdout, doc); err != nil {
@@ -95,20 +95,20 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 }
 
 type backupDoc struct {
-	File       string `json:"file"`
-	Index      uint64 `json:"index"`
-	Time       string `json:"time"`
-	Entries    uint32 `json:"entries"`
-	Bytes      uint64 `json:"bytes"`
-	Namespaces uint32 `json:"namespaces"`
-	Size       int64  `json:"size"`
-	Expired    int    `json:"overdue_leases_left_out,omitempty"`
-	TailCut    string `json:"torn_tail_left_out,omitempty"`
+	File       string      `json:"file"`
+	Index      uint64      `json:"index"`
+	Time       string      `json:"time"`
+	Entries    uint32      `json:"entries"`
+	Bytes      uint64      `json:"bytes"`
+	Namespaces uint32      `json:"namespaces"`
+	Size       int64       `json:"size"`
+	Expired    int         `json:"overdue_leases_left_out"`
+	TailCut    opt[string] `json:"torn_tail_left_out"` // null: none was cut
 }
 
 func (d backupDoc) print(w io.Writer) {
-	if d.TailCut != "" {
-		fmt.Fprintf(w, "left out a torn final record: %s\n", d.TailCut)
+	if cut, ok := d.TailCut.get(); ok {
+		fmt.Fprintf(w, "left out a torn final record: %s\n", cut)
 	}
 	if d.Expired > 0 {
 		fmt.Fprintf(w, "left out %d overdue leases (opening the store purges them)\n", d.Expired)
@@ -198,8 +198,8 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	if *in == "" {
 		return c.usageError("--in is required")
 	}
-	if c.dir == "" {
-		return c.usageError("--dir is required")
+	if code := c.checkDir(true); code >= 0 {
+		return code
 	}
 	if code := c.checkNotLive(); code >= 0 {
 		return code

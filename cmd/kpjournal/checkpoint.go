@@ -51,12 +51,12 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 	}
 	doc := checkpointDoc{Checkpoint: statCheckpoint{Name: ck.Name(), Index: ck.Index, TimeMs: ck.Header.TimeMs, Time: msTime(ck.Header.TimeMs),
 		Entries: ck.Header.Entries, Bytes: ck.Header.Bytes, Namespaces: ck.Header.Namespaces, Size: ck.Size},
-		Journal: jr, Replayed: open.Replayed, Expired: open.Expired}
+		Journal: jr, Replayed: open.Replayed, Expired: open.Expired, Kept: []string{}}
 	for _, k := range ckpts {
 		doc.Kept = append(doc.Kept, k.Name())
 	}
 	if open.TailCut != nil {
-		doc.TailCut = open.TailCut.String()
+		doc.TailCut = some(open.TailCut.String())
 	}
 	if c.json {
 		if err := writeJSON(stdout, doc); err != nil {
@@ -64,14 +64,14 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if doc.TailCut != "" {
-		fmt.Fprintf(stdout, "opening the store %s\n", doc.TailCut)
+	if cut, ok := doc.TailCut.get(); ok {
+		fmt.Fprintf(stdout, "opening the store %s\n", cut)
 	}
 	fmt.Fprintf(stdout, "opened the store: replayed %d records, purged %d overdue leases\n", doc.Replayed, doc.Expired)
 	t := newTable(stdout, "CHECKPOINT", "INDEX", "TIME", "ENTRIES", "BYTES", "SIZE")
 	t.row(ck.Name(), ck.Index, msTime(ck.Header.TimeMs), ck.Header.Entries, ck.Header.Bytes, ck.Size)
 	t.flush()
-	fmt.Fprintf(stdout, "journal keeps indexes %d..%d (%d segments); checkpoints on disk: %d\n", jr.FirstIndex, jr.LastIndex, jr.Segments, len(ckpts))
+	fmt.Fprintf(stdout, "journal keeps indexes %s (%d segments); checkpoints on disk: %d\n", indexRange(jr.FirstIndex, jr.LastIndex), jr.Segments, len(ckpts))
 	return exitOK
 }
 
@@ -81,7 +81,7 @@ type checkpointDoc struct {
 	Journal    journalSummary `json:"journal"`
 	Replayed   int            `json:"replayed_at_open"`
 	Expired    int            `json:"leases_purged_at_open"`
-	TailCut    string         `json:"tail_cut_at_open,omitempty"`
+	TailCut    opt[string]    `json:"tail_cut_at_open"` // null: nothing was cut
 }
 
 // journalRange reads the journal's extent: the first segment's start and

@@ -135,17 +135,37 @@ func (c *cli) quarantineDir() string { return filepath.Join(c.root(), "quarantin
 // writing: a live store changes under them (and the store's own files say
 // nothing of what is in flight). A non-negative code means return it.
 func (c *cli) openStoreDir() int {
-	if c.dir == "" {
-		return c.usageError("--dir is required")
+	if code := c.checkDir(true); code >= 0 {
+		return code
 	}
 	if fi, err := os.Stat(c.root()); err != nil || !fi.IsDir() {
+		what := "does not exist"
+		if err == nil {
+			what = "is not a directory"
+		}
 		hint := ""
 		if _, err := os.Stat(filepath.Join(c.dir, "journal")); err == nil && filepath.Base(filepath.Clean(c.dir)) == statestore.StoreDirName {
 			hint = fmt.Sprintf(" (%s looks like the store directory itself: pass its parent, %s)", c.dir, filepath.Dir(filepath.Clean(c.dir)))
 		}
-		return c.fail(exitUsage, "no store in %s: %s does not exist%s", c.dir, c.root(), hint)
+		return c.fail(exitUsage, "no store in %s: %s %s%s", c.dir, c.root(), what, hint)
 	}
 	return c.checkNotLive()
+}
+
+// checkDir checks --dir before anything reads or writes under it: present
+// when required, and, if it exists, a directory (a regular file given by
+// mistake would otherwise surface as a confusing error from deeper down).
+func (c *cli) checkDir(required bool) int {
+	if c.dir == "" {
+		if required {
+			return c.usageError("--dir is required")
+		}
+		return -1
+	}
+	if fi, err := os.Stat(c.dir); err == nil && !fi.IsDir() {
+		return c.fail(exitUsage, "--dir %s is not a directory", c.dir)
+	}
+	return -1
 }
 
 // checkNotLive refuses a store whose LOCK a live process holds.

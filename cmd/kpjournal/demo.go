@@ -11,43 +11,50 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/spf13/pflag"
 )
 
 const demoNS, demoKey = "service/transcoder-a", "intents/front-door-video"
 
+const demoAbout = `Runs the state store's main behaviours on a real store and prints each step. Two
+coordinators compare-and-set one intent key from the same revision: one wins, the other gets CONFLICT
+with the current revision, rereads and retries. A transcoder worker claims a lease create-only with a
+1 s TTL; a standby's claim conflicts, so it stays standby; the holder stops renewing, the lease lapses
+(an EXPIRE is journaled and the namespace revision advances) and the standby's claim succeeds. A
+coordinator watches two key prefixes and receives its snapshot, then each update with its
+watch_sequence, revision and kind (PUT, EXPIRE), acknowledging each as it applies it. The store is
+then closed, reopened and its journal replayed, and its entries are listed with revisions and owners.
+Last, a backup taken while the store serves is restored into a second directory and compared entry
+by entry. It takes a few seconds, most of them waiting for leases to lapse. Without --dir the store
+lives in a temporary directory removed afterwards; with --dir it stays there for the other commands
+to inspect, so DIR must not already hold a store.`
+
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("dir", "", "store directory (default: a new temporary directory, removed afterwards)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kpjournal demo [--dir DIR]")
-		fmt.Fprintln(stderr, "\nTwo coordinators compare-and-set one intent key from the same revision; one wins,")
-		fmt.Fprintln(stderr, "the other gets CONFLICT, rereads and retries. The store is then closed, reopened")
-		fmt.Fprintln(stderr, "and the replayed entries are printed with their revisions and owners.")
-		fmt.Fprintln(stderr, "\nExample:\n  kpjournal demo --dir /tmp/kp-demo")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
+	c := newCLI("demo", "[--dir DIR]", demoAbout, []string{
+		"kpjournal demo",
+		"kpjournal demo --dir /tmp/kp-demo && kpjournal dump --dir /tmp/kp-demo",
+	}, stdout, stderr)
+	c.fs.StringVar(&c.dir, "dir", "", "directory to build the demo's store in, holding no store yet (default: a new temporary directory, removed afterwards)")
+	if code := c.parse(args); code >= 0 {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code := c.checkDir(false); code >= 0 {
+		return code
 	}
-	d := *dir
+	if _, err := os.Stat(c.root()); c.dir != "" && err == nil {
+		return c.fail(exitUsage, "%s already holds a store; the demo builds a new one, so it would fail part way. "+
+			"Give --dir a new directory, or leave --dir out to use a temporary one.", c.root())
+	}
+	d := c.dir
 	if d == "" {
 		tmp, err := os.MkdirTemp("", "kpjournal-demo-")
 		if err != nil {
-			fmt.Fprintln(stderr, "kpjournal demo:", err)
-			return exitUsage
+			return c.fail(exitUsage, "%v", err)
 		}
 		defer os.RemoveAll(tmp)
 		d = tmp
 	}
 	if err := demo(d, stdout); err != nil {
-		fmt.Fprintln(stderr, "kpjournal demo:", err)
-		return exitUsage
+		return c.fail(exitUsage, "%v", err)
 	}
 	return exitOK
 }

@@ -90,21 +90,23 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 
 // dumpRecord is one record in --json output.
 type dumpRecord struct {
-	Index     uint64          `json:"index"`
-	Segment   string          `json:"segment"`
-	Offset    int64           `json:"offset"`
-	Kind      string          `json:"kind"`
-	Namespace string          `json:"namespace"`
-	Key       string          `json:"key"`
-	Revision  uint64          `json:"revision"`
-	TimeMs    int64           `json:"time_ms"`
-	Time      string          `json:"time"`
-	Schema    string          `json:"schema,omitempty"`
-	Owner     string          `json:"owner,omitempty"`
-	ExpiresMs int64           `json:"expires_ms,omitempty"`
-	Expires   string          `json:"expires,omitempty"`
-	Size      *int            `json:"size,omitempty"`
-	Document  json.RawMessage `json:"document,omitempty"`
+	Index     uint64 `json:"index"`
+	Segment   string `json:"segment"`
+	Offset    int64  `json:"offset"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Revision  uint64 `json:"revision"`
+	TimeMs    int64  `json:"time_ms"`
+	Time      string `json:"time"`
+	// The rest describe a PUT's entry: null for DELETE and EXPIRE, the
+	// lease fields null without a lease, document null without --documents.
+	Schema    opt[string]          `json:"schema"`
+	Owner     opt[string]          `json:"owner"`
+	ExpiresMs opt[int64]           `json:"expires_ms"`
+	Expires   opt[string]          `json:"expires"`
+	Size      opt[int]             `json:"size"`
+	Document  opt[json.RawMessage] `json:"document"`
 }
 
 // dumpWriter streams records as an aligned table (flushed every few
@@ -172,13 +174,10 @@ func (d *dumpWriter) jsonRecord(seg journal.Segment, it *item, f *frame) error {
 	r := dumpRecord{Index: it.index, Segment: seg.Name(), Offset: it.offset, Kind: f.kind.String(),
 		Namespace: string(f.namespace), Key: string(f.key), Revision: f.revision, TimeMs: f.timeMs, Time: msTime(f.timeMs)}
 	if f.kind == journal.KindPut {
-		size := len(f.document)
-		r.Schema, r.Owner, r.ExpiresMs, r.Size = string(f.schema), string(f.owner), f.expiresMs, &size
-		if f.expiresMs != 0 {
-			r.Expires = msTime(f.expiresMs)
-		}
+		r.Schema, r.Owner, r.Size = some(string(f.schema)), some(string(f.owner)), some(len(f.document))
+		r.ExpiresMs, r.Expires = leaseDeadline(f.expiresMs)
 		if d.docs {
-			r.Document = documentJSON(f.document)
+			r.Document = some(documentJSON(f.document))
 		}
 	}
 	b, err := json.Marshal(r)

@@ -128,6 +128,21 @@ func (ts *testStore) fill(n int) {
 	}
 }
 
+// tearFinalRecord leaves the store as a crash during its final record's
+// append does: the record cut short inside, and the acknowledged floor
+// (the ACKNOWLEDGED marker) below it.
+func (ts *testStore) tearFinalRecord() {
+	ts.t.Helper()
+	segs := ts.segments()
+	last := segs[len(segs)-1]
+	if err := os.Truncate(last.Path, last.Size-7); err != nil {
+		ts.t.Fatal(err)
+	}
+	if err := journal.SetFloor(filepath.Dir(last.Path), ts.records-1); err != nil {
+		ts.t.Fatal(err)
+	}
+}
+
 func (ts *testStore) root() string { return filepath.Join(ts.dir, statestore.StoreDirName) }
 
 func (ts *testStore) segments() []journal.Segment {

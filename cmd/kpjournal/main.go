@@ -4,7 +4,7 @@
 //
 //	kpjournal <command> [flags]
 //
-// Commands (kpjournal <command> --help describes each, with examples):
+// Commands (kpjournal help <command> describes each, with examples):
 //
 //	verify      check every checkpoint and journal record and report each problem (read-only)
 //	replay      print the state as of the journal's end or --at INDEX (read-only)
@@ -14,12 +14,15 @@
 //	checkpoint  open the stopped store and write a checkpoint now (writes)
 //	backup      write a backup file of the stopped store (read-only on the store)
 //	restore     build a store from a backup in an empty directory (writes)
-//	demo        run two compare-and-set writers on one key, restart, print the replayed state
+//	demo        compare-and-set writers, a lease handover, a watcher, a restart and a restored backup
 //
-// Every command but demo takes --dir DIR, the media server's storage
-// directory (the store's files are in DIR/state-store), and refuses a store
-// whose LOCK a running process holds: stop the server, or work on a copy.
-// Commands that print data take --json for one JSON document on stdout.
+// --dir DIR is the media server's storage directory (the store's files are
+// in DIR/state-store). verify, replay, dump, stat, repair, checkpoint and
+// backup require it and refuse a store whose LOCK a running process holds:
+// stop the server, or work on a copy. restore requires it and builds the
+// store there. demo takes it optionally (default: a temporary directory).
+// Every command but demo takes --json for one JSON document on stdout, in
+// which an empty list is [] and an absent value is null.
 //
 // Exit codes: 0 success, 1 the command found problems, 2 usage or I/O error.
 package main
@@ -28,25 +31,36 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // command is one kpjournal subcommand.
 type command struct {
 	name    string
 	summary string
+	dir     dirUse
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
+// dirUse is what a command does with --dir, stated by the top-level help.
+type dirUse int
+
+const (
+	dirStore    dirUse = iota // required: an existing store no running process holds
+	dirTarget                 // required: where to build a store
+	dirOptional               // optional: where the demo builds its store
+)
+
 var commands = []command{
-	{"verify", "check every checkpoint and journal record and report each problem (read-only)", runVerify},
-	{"replay", "print the state as of the journal's end or --at INDEX (read-only)", runReplay},
-	{"dump", "print journal records in an index range (read-only)", runDump},
-	{"stat", "summarize segments, checkpoints, totals and disk use (read-only)", runStat},
-	{"repair", "cut a torn final record, or drop records after --truncate-after INDEX (writes)", runRepair},
-	{"checkpoint", "open the stopped store and write a checkpoint now (writes)", runCheckpoint},
-	{"backup", "write a backup file of the stopped store (read-only on the store)", runBackup},
-	{"restore", "build a store from a backup in an empty directory (writes)", runRestore},
-	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", runDemo},
+	{"verify", "check every checkpoint and journal record and report each problem (read-only)", dirStore, runVerify},
+	{"replay", "print the state as of the journal's end or --at INDEX (read-only)", dirStore, runReplay},
+	{"dump", "print journal records in an index range (read-only)", dirStore, runDump},
+	{"stat", "summarize segments, checkpoints, totals and disk use (read-only)", dirStore, runStat},
+	{"repair", "cut a torn final record, or drop records after --truncate-after INDEX (writes)", dirStore, runRepair},
+	{"checkpoint", "open the stopped store and write a checkpoint now (writes)", dirStore, runCheckpoint},
+	{"backup", "write a backup file of the stopped store (read-only on the store)", dirStore, runBackup},
+	{"restore", "build a store from a backup in an empty directory (writes)", dirTarget, runRestore},
+	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", dirOptional, runDemo},
 }
 
 // Exit codes, documented in usage.
@@ -59,9 +73,17 @@ const (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == "help" {
+		// kpjournal help CMD is kpjournal CMD --help.
+		args = []string{args[1], "--help"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {
+			return exitUsage
+		}
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "kpjournal: help takes one command, got %q\n", args[1:])
 			return exitUsage
 		}
 		return exitOK
@@ -71,21 +93,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return c.run(args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "kpjournal: unknown command %q (see kpjournal --help)\n", args[0])
+	fmt.Fprintf(stderr, "kpjournal: unknown command %q (see kpjournal help)\n", args[0])
 	return exitUsage
+}
+
+// commandsWith lists, comma-separated, the commands that use --dir as u.
+func commandsWith(u dirUse) string {
+	var names []string
+	for _, c := range commands {
+		if c.dir == u {
+			names = append(names, c.name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "kpjournal: inspect and exercise a KeepPeek state store's files")
-	fmt.Fprintln(w, "\nUsage: kpjournal <command> [flags]   (kpjournal <command> --help for its flags)")
+	fmt.Fprintln(w, "\nUsage: kpjournal <command> [flags]   (kpjournal help <command> for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command but demo takes --dir DIR, the media server's storage directory (the store")
-	fmt.Fprintln(w, "is DIR/state-store), and refuses a store whose LOCK a running process holds: stop the")
-	fmt.Fprintln(w, "server first, or copy the directory and run kpjournal on the copy. Commands that print")
-	fmt.Fprintln(w, "data take --json (one JSON document on stdout); errors go to stderr.")
-	fmt.Fprintln(w, "\nExample:\n  kpjournal verify --dir /var/lib/keeppeek")
+	fmt.Fprintln(w, "\n--dir DIR is the media server's storage directory; the store is DIR/state-store.")
+	fmt.Fprintf(w, "  required by %s:\n", commandsWith(dirStore))
+	fmt.Fprintln(w, "    a store that no running process holds (its LOCK): stop the server first, or copy")
+	fmt.Fprintln(w, "    the directory and run kpjournal on the copy")
+	fmt.Fprintf(w, "  required by %s: a directory holding no store yet, to build one in\n", commandsWith(dirTarget))
+	fmt.Fprintf(w, "  optional for %s: a directory holding no store yet (default: a temporary one)\n", commandsWith(dirOptional))
+	fmt.Fprintln(w, "\nEvery command but demo takes --json: one JSON document on stdout, the same shape")
+	fmt.Fprintln(w, "whatever the store holds (an empty list is [], an absent value null). Errors go to stderr.")
+	fmt.Fprintln(w, "\nExamples:\n  kpjournal verify --dir /var/lib/keeppeek\n  kpjournal help repair")
 	fmt.Fprintln(w, "\nExit codes:\n  0  success\n  1  problems found (damage, a check that failed)\n  2  usage or I/O error (including a store in use)")
 }

@@ -141,3 +141,54 @@ func (p *progress) finish() {
 	}
 	p.wg.Wait()
 }
+
+// opt is a report value that may be absent. --json writes an absent one
+// as null, never leaving the key out nor writing "-", so every report of a
+// command has the same keys whatever the store holds and a consumer tests
+// for null in one way everywhere.
+type opt[T any] struct {
+	val T
+	ok  bool
+}
+
+// some is a present value.
+func some[T any](v T) opt[T] { return opt[T]{val: v, ok: true} }
+
+// someIf is v when present is true, else absent.
+func someIf[T any](v T, present bool) opt[T] { return opt[T]{val: v, ok: present} }
+
+// get returns the value and whether it is present.
+func (o opt[T]) get() (T, bool) { return o.val, o.ok }
+
+// MarshalJSON writes the value, or null when absent.
+func (o opt[T]) MarshalJSON() ([]byte, error) {
+	if !o.ok {
+		return []byte("null"), nil
+	}
+	return json.Marshal(o.val)
+}
+
+// UnmarshalJSON reads null as absent.
+func (o *opt[T]) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*o = opt[T]{}
+		return nil
+	}
+	o.ok = true
+	return json.Unmarshal(b, &o.val)
+}
+
+// leaseDeadline is an entry's lease deadline for a report: absent (null
+// in --json) without a lease.
+func leaseDeadline(ms int64) (opt[int64], opt[string]) {
+	return someIf(ms, ms != 0), someIf(msTime(ms), ms != 0)
+}
+
+// indexRange writes an inclusive journal index range, and "none" for an
+// empty one (a journal whose next index is first but holds no record).
+func indexRange(first, last uint64) string {
+	if last < first {
+		return "none"
+	}
+	return fmt.Sprintf("%d..%d", first, last)
+}

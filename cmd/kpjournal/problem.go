@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,11 +19,40 @@ const (
 
 // problem is one thing wrong with a store's files.
 type problem struct {
-	Severity string `json:"severity"`
-	File     string `json:"file"`            // relative to the store directory: journal/<segment> or checkpoint-<index>.ckpt
-	Offset   int64  `json:"offset"`          // byte offset in File; -1 when unknown
-	Index    uint64 `json:"index,omitempty"` // journal index concerned; absent when unknown
-	Reason   string `json:"reason"`
+	Severity string
+	File     string // relative to the store directory: journal/<segment> or checkpoint-<index>.ckpt
+	Offset   int64  // byte offset in File; -1 when unknown
+	Index    uint64 // journal index concerned; 0 when unknown
+	Reason   string
+}
+
+// problemJSON is a problem in --json output: an unknown offset or index is
+// null, like every absent value.
+type problemJSON struct {
+	Severity string      `json:"severity"`
+	File     string      `json:"file"`
+	Offset   opt[int64]  `json:"offset"`
+	Index    opt[uint64] `json:"index"`
+	Reason   string      `json:"reason"`
+}
+
+// MarshalJSON writes the problem with null for what is unknown.
+func (p problem) MarshalJSON() ([]byte, error) {
+	return json.Marshal(problemJSON{p.Severity, p.File, someIf(p.Offset, p.Offset >= 0), someIf(p.Index, p.Index != 0), p.Reason})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *problem) UnmarshalJSON(b []byte) error {
+	var j problemJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = problem{Severity: j.Severity, File: j.File, Offset: -1, Reason: j.Reason}
+	if off, ok := j.Offset.get(); ok {
+		p.Offset = off
+	}
+	p.Index, _ = j.Index.get()
+	return nil
 }
 
 func (p problem) String() string {

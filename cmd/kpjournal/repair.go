@@ -82,14 +82,20 @@ func (r *repairer) confirm(question string) int {
 	return -1
 }
 
+// tailCutReport is what repair without --truncate-after plans and does.
 type tailCutReport struct {
-	Store string           `json:"store"`
-	Cut   *journal.TailCut `json:"cut"`
-	// Images that did not load, moved to quarantine/ (paths there).
-	MovedCheckpoints []string  `json:"damaged_checkpoints_moved,omitempty"`
-	Nothing          string    `json:"nothing_to_do,omitempty"`
-	Damage           []problem `json:"other_damage,omitempty"`
-	Markers          []string  `json:"finished_truncations,omitempty"`
+	Store string `json:"store"`
+	// Plan is the torn final record to cut; null when there is none.
+	Plan    opt[problem]     `json:"plan"`
+	Applied bool             `json:"applied"` // false: refused or not confirmed, nothing changed
+	Cut     *journal.TailCut `json:"cut"`     // what was cut; null when nothing was
+	// Images that do not load, to move to quarantine/ (names), and where
+	// they went once moved.
+	PlanCheckpoints  []string    `json:"damaged_checkpoints_to_move"`
+	MovedCheckpoints []string    `json:"damaged_checkpoints_moved"`
+	Nothing          opt[string] `json:"nothing_to_do"`
+	Damage           []problem   `json:"other_damage"`
+	Markers          []string    `json:"finished_truncations"`
 }
 
 // cutTail cuts a torn final record with journal.Open, the store's own repair.
@@ -99,7 +105,7 @@ func (r *repairer) cutTail() int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
-	rep := tailCutReport{Store: c.root()}
+	rep := tailCutReport{Store: c.root(), Damage: []problem{}, PlanCheckpoints: []string{}, MovedCheckpoints: []string{}}
 	floor, _, err := ackFloor(c.root(), c.journalDir())
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
@@ -125,6 +131,9 @@ func (r *repairer) cutTail() int {
 	}
 	if len(rep.Damage) > 0 {
 		first := rep.Damage[0]
+		if c.json {
+			writeJSON(c.stdout, rep)
+		}
 		for _, p := range rep.Damage {
 			fmt.Fprintf(c.stderr, "kpjournal repair: %s\n", p)
 		}
@@ -136,19 +145,29 @@ func (r *repairer) cutTail() int {
 			"Decide what to drop with kpjournal verify and dump, then use --truncate-after%s", hint)
 	}
 	if torn == nil && len(rep.Markers) == 0 && len(damagedCkpts) == 0 {
-		rep.Nothing = "the journal ends with a whole record and every checkpoint loads: nothing to repair"
+		rep.Nothing = some("the journal ends with a whole record and every checkpoint loads: nothing to repair")
 		return r.report(rep, exitOK)
 	}
 	// The plan, then one confirmation, then the changes: a declined or
 	// refused repair changes nothing.
 	for _, ck := range damagedCkpts {
-		fmt.Fprintf(c.stderr, "kpjournal repair: will move checkpoint %s to quarantine/: it does not load (%v)\n", ck.Name(), ck.Err)
+		rep.PlanCheckpoints = append(rep.PlanCheckpoints, ck.Name())
+		if !c.json {
+			fmt.Fprintf(c.stdout, "will move checkpoint %s to quarantine/: it does not load (%v)\n", ck.Name(), ck.Err)
+		}
 	}
 	if torn != nil {
-		fmt.Fprintf(c.stderr, "kpjournal repair: will cut %s at offset %d (index %s): %s\n", torn.File, torn.Offset, indexText(torn.Index), torn.Reason)
+		// The plan goes where the result goes: stdout, or the JSON report.
+		rep.Plan = some(*torn)
+		if !c.json {
+			fmt.Fprintf(c.stdout, "will cut %s at offset %s (index %s): %s\n", torn.File, offsetText(torn.Offset), indexText(torn.Index), torn.Reason)
+		}
 	}
 	if torn != nil || len(damagedCkpts) > 0 {
 		if code := r.confirm("Repair as listed (a torn record was never acknowledged; the store opens without a damaged image)?"); code >= 0 {
+			if c.json {
+				writeJSON(c.stdout, rep)
+			}
 			return code
 		}
 	}
@@ -172,7 +191,7 @@ func (r *repairer) cutTail() int {
 	if err := j.Close(); err != nil {
 		return c.fail(exitUsage, "close journal: %v", err)
 	}
-	rep.Cut = cut
+	rep.Cut, rep.Applied = cut, true
 	return r.report(rep, exitOK)
 }
 
@@ -239,8 +258,8 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 	for _, m := range rep.MovedCheckpoints {
 		fmt.Fprintf(c.stdout, "moved a damaged checkpoint to %s\n", m)
 	}
-	if rep.Nothing != "" {
-		fmt.Fprintln(c.stdout, rep.Nothing)
+	if nothing, ok := rep.Nothing.get(); ok {
+		fmt.Fprintln(c.stdout, nothing)
 	}
 	if cut := rep.Cut; cut != nil {
 		fmt.Fprintf(c.stdout, "cut segment %s at offset %d: %d bytes of a torn record that would have had index %d (%s)\n",
@@ -252,7 +271,7 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 
 func truncationMarkers(dir string) []string {
 	ents, _ := os.ReadDir(dir)
-	var out []string
+	out := []string{}
 	for _, e := range ents {
 		n := e.Name()
 		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
@@ -272,19 +291,22 @@ type lossRow struct {
 	ToRevision   uint64 `json:"to_revision"`
 }
 
+// truncatePlan is what repair --truncate-after plans and, once applied,
+// did. Absent values (no record dropped, no segment cut) are null.
 type truncatePlan struct {
-	Store          string    `json:"store"`
-	After          uint64    `json:"after"`
-	Records        int       `json:"records_dropped"`
-	FirstIndex     uint64    `json:"first_index_dropped,omitempty"`
-	LastIndex      uint64    `json:"last_index_dropped,omitempty"`
-	Damaged        int       `json:"damaged_entries_dropped"`
-	Namespaces     []lossRow `json:"namespaces"`
-	Checkpoints    []string  `json:"checkpoints_moved"`
-	Segments       []string  `json:"segments_moved"`
-	CutSegment     string    `json:"cut_segment,omitempty"`
-	CutOffset      int64     `json:"cut_offset,omitempty"`
-	Quarantine     []string  `json:"quarantined"`
+	Store          string      `json:"store"`
+	After          uint64      `json:"after"`
+	Applied        bool        `json:"applied"` // false: nothing to drop, or not confirmed
+	Records        int         `json:"records_dropped"`
+	FirstIndex     opt[uint64] `json:"first_index_dropped"`
+	LastIndex      opt[uint64] `json:"last_index_dropped"`
+	Damaged        int         `json:"damaged_entries_dropped"`
+	Namespaces     []lossRow   `json:"namespaces"`
+	Checkpoints    []string    `json:"checkpoints_moved"`
+	Segments       []string    `json:"segments_moved"`
+	CutSegment     opt[string] `json:"cut_segment"`
+	CutOffset      opt[int64]  `json:"cut_offset"`
+	Quarantine     []string    `json:"quarantined"`
 	segs           []journal.Segment
 	cutAt          int   // index into segs of the segment cut (or -1: every segment goes)
 	cutSize        int64 // its size after the cut
@@ -314,11 +336,15 @@ func (r *repairer) truncateAfter(after uint64) int {
 		return exitOK
 	}
 	if code := r.confirm(fmt.Sprintf("Drop %d acknowledged records after index %d?", p.Records, after)); code >= 0 {
+		if c.json {
+			writeJSON(c.stdout, p)
+		}
 		return code
 	}
 	if err := r.apply(p); err != nil {
 		return c.fail(exitUsage, "%v (files already moved are in %s)", err, c.quarantineDir())
 	}
+	p.Applied = true
 	if c.json {
 		if err := writeJSON(c.stdout, p); err != nil {
 			return c.fail(exitUsage, "%v", err)
@@ -383,10 +409,10 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 				row.Records++
 				row.LastIndex, row.ToRevision = it.index, f.revision
 				p.Records++
-				if p.FirstIndex == 0 {
-					p.FirstIndex = it.index
+				if !p.FirstIndex.ok {
+					p.FirstIndex = some(it.index)
 				}
-				p.LastIndex = it.index
+				p.LastIndex = some(it.index)
 			}
 		}
 		for ; di < len(s.damage); di++ {
@@ -415,7 +441,7 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 		switch {
 		case k == p.cutAt:
 			if p.cutSize < segs[k].Size {
-				p.CutSegment, p.CutOffset = segs[k].Name(), p.cutSize
+				p.CutSegment, p.CutOffset = some(segs[k].Name()), some(p.cutSize)
 			}
 		case p.cutAt == -1 || k > p.cutAt:
 			p.Segments = append(p.Segments, segs[k].Name())
@@ -462,18 +488,18 @@ func (r *repairer) noteDamage(p *truncatePlan, s *segmentScan, i int) {
 func (r *repairer) printPlan(p *truncatePlan) {
 	w := r.c.stdout
 	if p.Records > 0 {
-		fmt.Fprintf(w, "truncating after index %d drops %d records (indexes %d..%d):\n", p.After, p.Records, p.FirstIndex, p.LastIndex)
+		fmt.Fprintf(w, "truncating after index %d drops %d records (indexes %s):\n", p.After, p.Records, indexRange(p.FirstIndex.val, p.LastIndex.val))
 		t := newTable(w, "NAMESPACE", "RECORDS", "INDEXES", "REVISIONS")
 		for _, n := range p.Namespaces {
-			t.row(n.Namespace, n.Records, fmt.Sprintf("%d..%d", n.FirstIndex, n.LastIndex), fmt.Sprintf("%d..%d", n.FromRevision, n.ToRevision))
+			t.row(n.Namespace, n.Records, indexRange(n.FirstIndex, n.LastIndex), fmt.Sprintf("%d..%d", n.FromRevision, n.ToRevision))
 		}
 		t.flush()
 	}
 	if p.Damaged > 0 {
 		fmt.Fprintf(w, "and %d damaged entries after index %d\n", p.Damaged, p.After)
 	}
-	if p.CutSegment != "" {
-		fmt.Fprintf(w, "segment %s is cut at offset %d (a copy is kept in quarantine/)\n", p.CutSegment, p.CutOffset)
+	if seg, ok := p.CutSegment.get(); ok {
+		fmt.Fprintf(w, "segment %s is cut at offset %d (a copy is kept in quarantine/)\n", seg, p.CutOffset.val)
 	}
 	for _, s := range p.Segments {
 		fmt.Fprintf(w, "segment %s moves to quarantine/\n", s)
@@ -525,18 +551,18 @@ func (r *repairer) apply(p *truncatePlan) error {
 			return err
 		}
 	}
-	if p.CutSegment != "" {
-		src := filepath.Join(c.journalDir(), p.CutSegment)
+	if cutSeg, ok := p.CutSegment.get(); ok {
+		src := filepath.Join(c.journalDir(), cutSeg)
 		data, err := os.ReadFile(src)
 		if err != nil {
 			return err
 		}
-		keep := filepath.Join(q, p.CutSegment+stamp+".before-truncate")
+		keep := filepath.Join(q, cutSeg+stamp+".before-truncate")
 		if err := disk.WriteAtomic(keep, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 			return err
 		}
 		p.Quarantine = append(p.Quarantine, keep)
-		if err := disk.Truncate(src, p.CutOffset); err != nil {
+		if err := disk.Truncate(src, p.CutOffset.val); err != nil {
 			return err
 		}
 		if err := disk.SyncDir(c.journalDir()); err != nil {

@@ -111,3 +111,57 @@ func TestRepairRefusesCorruptionAsTornTail(t *testing.T) {
 		t.Errorf("exit %d: %s", code, errs)
 	}
 }
+
+// tornStore is a stopped store whose final record is torn, with the
+// segment, offset and index of that record.
+func tornStore(t *testing.T) (ts *testStore, seg string, off int64) {
+	ts = newTestStore(t)
+	ts.fill(12)
+	ts.close()
+	segs := ts.segments()
+	last := segs[len(segs)-1]
+	offs := entryOffsets(t, last.Path)
+	ts.tearFinalRecord()
+	return ts, last.Name(), offs[len(offs)-1]
+}
+
+// Every kind of repair states its plan on stdout, where its result goes,
+// and in the --json report, even when it is not confirmed.
+func TestRepairPlanOnStdoutAndInJSON(t *testing.T) {
+	ts, seg, off := tornStore(t)
+	plan := fmt.Sprintf("will cut journal/%s at offset %d (index %d)", seg, off, ts.records)
+
+	code, out, errs := kp(t, "repair", "--dir", ts.dir) // not confirmed: no --yes, no terminal
+	if code != exitUsage || !strings.Contains(out, plan) || strings.Contains(errs, "will cut") || !strings.Contains(errs, "--yes") {
+		t.Fatalf("tail cut without --yes: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	var rep tailCutReport
+	code, errs = kpJSON(t, &rep, "repair", "--dir", ts.dir)
+	p, planned := rep.Plan.get()
+	if code != exitUsage || !planned || p.File != "journal/"+seg || p.Offset != off || p.Index != ts.records || rep.Applied || rep.Cut != nil {
+		t.Fatalf("tail cut --json without --yes: exit %d, report %+v, stderr %s", code, rep, errs)
+	}
+	code, errs = kpJSON(t, &rep, "repair", "--dir", ts.dir, "--yes")
+	if code != exitOK || !rep.Applied || rep.Cut == nil || rep.Cut.Offset != off || rep.Plan != some(p) {
+		t.Fatalf("tail cut --json --yes: exit %d, report %+v, stderr %s", code, rep, errs)
+	}
+
+	// --truncate-after: the same, for a plan that drops acknowledged records.
+	after := ts.records - 4
+	code, out, errs = kp(t, "repair", "--dir", ts.dir, "--truncate-after", fmt.Sprint(after))
+	if code != exitUsage || !strings.Contains(out, fmt.Sprintf("truncating after index %d drops 3 records (indexes %d..%d)", after, after+1, after+3)) {
+		t.Fatalf("truncate-after without --yes: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	var tp truncatePlan
+	code, errs = kpJSON(t, &tp, "repair", "--dir", ts.dir, "--truncate-after", fmt.Sprint(after))
+	if code != exitUsage || tp.Applied || tp.Records != 3 || tp.FirstIndex != some(after+1) || tp.LastIndex != some(after+3) || len(tp.Quarantine) != 0 {
+		t.Fatalf("truncate-after --json without --yes: exit %d, plan %+v, stderr %s", code, tp, errs)
+	}
+	if code, rep := verifyBoth(t, ts.dir); code != exitOK || rep.Journal.LastIndex != after+3 {
+		t.Fatalf("an unconfirmed plan changed the store: verify exit %d, journal %+v", code, rep.Journal)
+	}
+	code, errs = kpJSON(t, &tp, "repair", "--dir", ts.dir, "--truncate-after", fmt.Sprint(after), "--yes")
+	if code != exitOK || !tp.Applied || tp.Records != 3 || len(tp.Quarantine) == 0 {
+		t.Fatalf("truncate-after --json --yes: exit %d, plan %+v, stderr %s", code, tp, errs)
+	}
+}

@@ -65,33 +65,33 @@ type nsRow struct {
 }
 
 type entryRow struct {
-	Namespace string `json:"namespace"`
-	Key       string `json:"key"`
-	Revision  uint64 `json:"revision"`
-	Schema    string `json:"schema"`
-	Owner     string `json:"owner"`
-	ExpiresMs int64  `json:"expires_ms,omitempty"`
-	Expires   string `json:"expires"`
-	Size      int64  `json:"size"`
+	Namespace string      `json:"namespace"`
+	Key       string      `json:"key"`
+	Revision  uint64      `json:"revision"`
+	Schema    string      `json:"schema"`
+	Owner     string      `json:"owner"`
+	ExpiresMs opt[int64]  `json:"expires_ms"` // null without a lease
+	Expires   opt[string] `json:"expires"`
+	Size      int64       `json:"size"`
 }
 
 type replayDoc struct {
-	Store      string     `json:"store"`
-	Index      uint64     `json:"index"`
-	Checkpoint string     `json:"checkpoint,omitempty"` // image the replay started from
-	Replayed   int        `json:"replayed"`
-	Entries    int        `json:"entries"`
-	Bytes      int64      `json:"bytes"`
-	Live       int        `json:"namespaces_with_entries"`
-	Overdue    int        `json:"overdue_leases"`
-	Namespaces []nsRow    `json:"namespaces"`
-	Rows       []entryRow `json:"entry_list"`
+	Store      string      `json:"store"`
+	Index      uint64      `json:"index"`
+	Checkpoint opt[string] `json:"checkpoint"` // image the replay started from; null: the journal's start
+	Replayed   int         `json:"replayed"`
+	Entries    int         `json:"entries"`
+	Bytes      int64       `json:"bytes"`
+	Live       int         `json:"namespaces_with_entries"`
+	Overdue    int         `json:"overdue_leases"`
+	Namespaces []nsRow     `json:"namespaces"`
+	Rows       []entryRow  `json:"entry_list"`
 }
 
 func replayOutput(root string, st *state, only string) *replayDoc {
 	d := &replayDoc{Store: root, Index: st.index, Replayed: st.replayed, Namespaces: []nsRow{}, Rows: []entryRow{}}
 	if st.base != nil {
-		d.Checkpoint = st.base.Name()
+		d.Checkpoint = some(st.base.Name())
 	}
 	d.Entries, d.Bytes, d.Live = st.view.Totals()
 	st.view.Namespaces(func(name string, n materialize.Namespace) bool {
@@ -106,7 +106,8 @@ func replayOutput(root string, st *state, only string) *replayDoc {
 			d.Overdue++
 		}
 		if only == "" || e.Namespace == only {
-			d.Rows = append(d.Rows, entryRow{e.Namespace, e.Key, e.Revision, e.Schema, e.Owner, e.ExpiresMs, expiresText(e.ExpiresMs), e.Size()})
+			ms, at := leaseDeadline(e.ExpiresMs)
+			d.Rows = append(d.Rows, entryRow{e.Namespace, e.Key, e.Revision, e.Schema, e.Owner, ms, at, e.Size()})
 		}
 		return true
 	})
@@ -115,8 +116,8 @@ func replayOutput(root string, st *state, only string) *replayDoc {
 
 func (d *replayDoc) print(w io.Writer) error {
 	from := "the journal's start"
-	if d.Checkpoint != "" {
-		from = d.Checkpoint
+	if ck, ok := d.Checkpoint.get(); ok {
+		from = ck
 	}
 	fmt.Fprintf(w, "state as of index %d (%s + %d journal records): %d entries, %d bytes, %d namespaces holding entries\n\n",
 		d.Index, from, d.Replayed, d.Entries, d.Bytes, d.Live)
@@ -130,7 +131,7 @@ func (d *replayDoc) print(w io.Writer) error {
 	fmt.Fprintln(w)
 	t = newTable(w, "NAMESPACE", "KEY", "REVISION", "SCHEMA", "OWNER", "EXPIRES", "SIZE")
 	for _, e := range d.Rows {
-		t.row(e.Namespace, e.Key, e.Revision, e.Schema, e.Owner, e.Expires, e.Size)
+		t.row(e.Namespace, e.Key, e.Revision, e.Schema, e.Owner, expiresText(e.ExpiresMs.val), e.Size)
 	}
 	if err := t.flush(); err != nil {
 		return err

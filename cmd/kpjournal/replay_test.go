@@ -92,16 +92,16 @@ func TestReplayAtBeforeOldestRecord(t *testing.T) {
 	}
 	// At the older checkpoint's index: the image alone.
 	var doc replayDoc
-	if code, errs := kpJSON(t, &doc, "replay", "--dir", ts.dir, "--at", fmt.Sprint(ckpts[0].Index)); code != exitOK || doc.Replayed != 0 || doc.Checkpoint != ckpts[0].Name() {
+	if code, errs := kpJSON(t, &doc, "replay", "--dir", ts.dir, "--at", fmt.Sprint(ckpts[0].Index)); code != exitOK || doc.Replayed != 0 || doc.Checkpoint != some(ckpts[0].Name()) {
 		t.Errorf("replay --at the checkpoint: exit %d %+v %s", code, doc, errs)
 	}
 	// Between the checkpoints: the older image plus the journal.
 	mid := (ckpts[0].Index + ckpts[1].Index) / 2
-	if code, errs := kpJSON(t, &doc, "replay", "--dir", ts.dir, "--at", fmt.Sprint(mid)); code != exitOK || doc.Checkpoint != ckpts[0].Name() || doc.Replayed != int(mid-ckpts[0].Index) {
+	if code, errs := kpJSON(t, &doc, "replay", "--dir", ts.dir, "--at", fmt.Sprint(mid)); code != exitOK || doc.Checkpoint != some(ckpts[0].Name()) || doc.Replayed != int(mid-ckpts[0].Index) {
 		t.Errorf("replay --at %d: exit %d %+v %s", mid, code, doc, errs)
 	}
 	// The end equals what the store serves.
-	if code, errs := kpJSON(t, &doc, "replay", "--dir", ts.dir); code != exitOK || doc.Checkpoint != ckpts[1].Name() {
+	if code, errs := kpJSON(t, &doc, "replay", "--dir", ts.dir); code != exitOK || doc.Checkpoint != some(ckpts[1].Name()) {
 		t.Fatalf("replay: exit %d %+v %s", code, doc, errs)
 	}
 	ts.open()
@@ -178,7 +178,9 @@ func TestDumpRange(t *testing.T) {
 		if r.Kind != wantKind {
 			t.Errorf("index %d is %s, want %s", idx, r.Kind, wantKind)
 		}
-		if wantKind == "PUT" && (r.Size == nil || *r.Size != len(r.Document) || r.Owner != admin.ID || r.Schema == "") {
+		size, _ := r.Size.get()
+		document, _ := r.Document.get()
+		if wantKind == "PUT" && (!r.Size.ok || size != len(document) || r.Owner != some(admin.ID) || !r.Schema.ok) {
 			t.Errorf("index %d: PUT fields %+v", idx, r)
 		}
 	}
@@ -248,7 +250,7 @@ func TestStatMatchesTheStore(t *testing.T) {
 	}
 	ts.open()
 	entries, bytes, nss := ts.s.Usage()
-	if st.Totals.Entries != entries || st.Totals.Bytes != bytes || st.Totals.Namespaces != nss || st.Totals.Incomplete != "" {
+	if st.Totals.Entries != entries || st.Totals.Bytes != bytes || st.Totals.Namespaces != nss || st.Totals.Incomplete.ok {
 		t.Errorf("stat totals %+v, store %d entries %d bytes %d namespaces", st.Totals, entries, bytes, nss)
 	}
 	marker, err := os.Stat(filepath.Join(ts.root(), "journal", journal.FloorFile))

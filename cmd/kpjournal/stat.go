@@ -58,24 +58,24 @@ type statSegment struct {
 }
 
 type statCheckpoint struct {
-	Name       string `json:"name"`
-	Index      uint64 `json:"index"`
-	TimeMs     int64  `json:"time_ms"`
-	Time       string `json:"time"`
-	Entries    uint32 `json:"entries"`
-	Bytes      uint64 `json:"bytes"`
-	Namespaces uint32 `json:"namespaces"`
-	Size       int64  `json:"size"`
-	Error      string `json:"error,omitempty"`
+	Name       string      `json:"name"`
+	Index      uint64      `json:"index"`
+	TimeMs     int64       `json:"time_ms"`
+	Time       string      `json:"time"`
+	Entries    uint32      `json:"entries"`
+	Bytes      uint64      `json:"bytes"`
+	Namespaces uint32      `json:"namespaces"`
+	Size       int64       `json:"size"`
+	Error      opt[string] `json:"error"` // why it does not load; null when it does
 }
 
 type statTotals struct {
-	Entries    int    `json:"entries"`
-	Bytes      int64  `json:"bytes"`
-	Namespaces int    `json:"namespaces_with_entries"`
-	Overdue    int    `json:"overdue_leases"`
-	From       string `json:"from"`                 // checkpoint the totals start from, or "journal start"
-	Incomplete string `json:"incomplete,omitempty"` // why the totals stop short of the journal's end
+	Entries    int         `json:"entries"`
+	Bytes      int64       `json:"bytes"`
+	Namespaces int         `json:"namespaces_with_entries"`
+	Overdue    int         `json:"overdue_leases"`
+	From       string      `json:"from"`       // checkpoint the totals start from, or "journal start"
+	Incomplete opt[string] `json:"incomplete"` // why the totals stop short of the journal's end; null when they do not
 }
 
 type statDisk struct {
@@ -115,7 +115,7 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 		sc := statCheckpoint{Name: ck.Name(), Index: ck.Index, TimeMs: ck.Header.TimeMs, Time: msTime(ck.Header.TimeMs),
 			Entries: ck.Header.Entries, Bytes: ck.Header.Bytes, Namespaces: ck.Header.Namespaces, Size: ck.Size}
 		if ck.Err != nil {
-			sc.Error = ck.Err.Error()
+			sc.Error = some(ck.Err.Error())
 		}
 		d.Checkpoints = append(d.Checkpoints, sc)
 	}
@@ -138,8 +138,8 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 	limits, _ := c.limits.WithDefaults()
 	rp := newMapReplayer(chk, reg, limits, baseView)
 	stop := func(why string) {
-		if d.Totals.Incomplete == "" {
-			d.Totals.Incomplete = why
+		if !d.Totals.Incomplete.ok {
+			d.Totals.Incomplete = some(why)
 		}
 	}
 	if len(segs) > 0 {
@@ -178,7 +178,7 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 			if it.index > d.LastIndex {
 				d.LastIndex = it.index
 			}
-			if d.Totals.Incomplete != "" || (it.index != 0 && it.index < from) {
+			if d.Totals.Incomplete.ok || (it.index != 0 && it.index < from) {
 				continue
 			}
 			if it.index == 0 {
@@ -242,11 +242,11 @@ func (d *statDoc) print(w io.Writer) error {
 		t.row(s.Name, s.FirstIndex, s.Records, s.Size)
 	}
 	t.flush()
-	fmt.Fprintf(w, "\njournal: %d segments, indexes %d..%d, %d records\n\n", len(d.Segments), d.FirstIndex, d.LastIndex, d.Records)
+	fmt.Fprintf(w, "\njournal: %d segments, indexes %s, %d records\n\n", len(d.Segments), indexRange(d.FirstIndex, d.LastIndex), d.Records)
 	t = newTable(w, "CHECKPOINT", "INDEX", "TIME", "ENTRIES", "BYTES", "SIZE", "STATUS")
 	for _, c := range d.Checkpoints {
 		status := "ok"
-		if c.Error != "" {
+		if c.Error.ok {
 			status = "DOES NOT LOAD"
 		}
 		t.row(c.Name, c.Index, c.Time, c.Entries, c.Bytes, c.Size, status)
@@ -258,8 +258,8 @@ func (d *statDoc) print(w io.Writer) error {
 	tt := d.Totals
 	fmt.Fprintf(w, "\ntotals (from %s): %d entries, %d bytes, %d namespaces holding entries, %d overdue leases\n",
 		tt.From, tt.Entries, tt.Bytes, tt.Namespaces, tt.Overdue)
-	if tt.Incomplete != "" {
-		fmt.Fprintf(w, "  incomplete: %s\n", tt.Incomplete)
+	if why, ok := tt.Incomplete.get(); ok {
+		fmt.Fprintf(w, "  incomplete: %s\n", why)
 	}
 	u := d.Disk
 	fmt.Fprintf(w, "disk: journal %d, checkpoints %d, quarantine %d, other %d, total %d bytes\n",

@@ -69,11 +69,11 @@ type verifyReport struct {
 }
 
 type ckptVerdict struct {
-	Name  string `json:"name"`
-	Index uint64 `json:"index"`
-	Size  int64  `json:"size"`
-	Error string `json:"error,omitempty"`
-	Base  bool   `json:"replay_base"`
+	Name  string      `json:"name"`
+	Index uint64      `json:"index"`
+	Size  int64       `json:"size"`
+	Error opt[string] `json:"error"` // why it does not load; null when it does
+	Base  bool        `json:"replay_base"`
 }
 
 type journalSummary struct {
@@ -85,12 +85,12 @@ type journalSummary struct {
 }
 
 type replaySummary struct {
-	FromIndex  uint64 `json:"from_index"`
-	Records    int    `json:"records"`
-	StoppedAt  uint64 `json:"stopped_at,omitempty"` // index where the replay had to stop, if it did
-	Entries    int    `json:"entries"`
-	Bytes      int64  `json:"bytes"`
-	Namespaces int    `json:"namespaces"`
+	FromIndex  uint64      `json:"from_index"`
+	Records    int         `json:"records"`
+	StoppedAt  opt[uint64] `json:"stopped_at"` // index where the replay had to stop; null when it did not
+	Entries    int         `json:"entries"`
+	Bytes      int64       `json:"bytes"`
+	Namespaces int         `json:"namespaces"`
 }
 
 type throughput struct {
@@ -129,7 +129,7 @@ func (v *verifier) stopReplay(idx uint64, why string) {
 		return
 	}
 	v.replaying = false
-	v.rep.Replay.StoppedAt = idx
+	v.rep.Replay.StoppedAt = some(idx)
 	v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("semantic replay stopped at index %s: %s; records after it were checked for framing and documents only", indexText(idx), why))
 }
 
@@ -179,7 +179,7 @@ func (v *verifier) run() (*verifyReport, error) {
 	for _, ck := range ckpts {
 		cv := ckptVerdict{Name: ck.Name(), Index: ck.Index, Size: ck.Size, Base: ck == base}
 		if ck.Err != nil {
-			cv.Error = ck.Err.Error()
+			cv.Error = some(ck.Err.Error())
 		}
 		v.rep.Checkpoints = append(v.rep.Checkpoints, cv)
 	}
@@ -275,6 +275,9 @@ func (v *verifier) run() (*verifyReport, error) {
 	}
 	if v.rep.Overdue == nil {
 		v.rep.Overdue = []lease{}
+	}
+	if v.rep.Checkpoints == nil {
+		v.rep.Checkpoints = []ckptVerdict{}
 	}
 	return &v.rep, nil
 }
@@ -404,7 +407,7 @@ func (r *verifyReport) print(w io.Writer, maxProblems int) error {
 	t := newTable(w, "CHECKPOINT", "INDEX", "SIZE", "STATUS")
 	for _, c := range r.Checkpoints {
 		status := "ok"
-		if c.Error != "" {
+		if c.Error.ok {
 			status = "DOES NOT LOAD"
 		} else if c.Base {
 			status = "ok, replay base"
@@ -418,7 +421,7 @@ func (r *verifyReport) print(w io.Writer, maxProblems int) error {
 	js := r.Journal
 	fmt.Fprintf(w, "\njournal: %d segments, %d bytes, %d valid records", js.Segments, js.Bytes, js.Records)
 	if js.Segments > 0 {
-		fmt.Fprintf(w, ", indexes %d..%d", js.FirstIndex, js.LastIndex)
+		fmt.Fprintf(w, ", indexes %s", indexRange(js.FirstIndex, js.LastIndex))
 	}
 	rp := r.Replay
 	fmt.Fprintf(w, "\nreplay: %d records from index %d; state: %d entries, %d bytes, %d namespaces holding entries\n",

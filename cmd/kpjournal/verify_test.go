@@ -70,14 +70,7 @@ func TestVerifyTornTailThenRepair(t *testing.T) {
 	last := segs[len(segs)-1]
 	offs := entryOffsets(t, last.Path)
 	finalOff := offs[len(offs)-1]
-	if err := os.Truncate(last.Path, last.Size-7); err != nil { // inside the final record
-		t.Fatal(err)
-	}
-	// As a crash during the final record's append leaves it: the
-	// acknowledged floor below that record.
-	if err := journal.SetFloor(filepath.Dir(last.Path), ts.records-1); err != nil {
-		t.Fatal(err)
-	}
+	ts.tearFinalRecord()
 
 	code, rep := verifyBoth(t, ts.dir)
 	if code != exitProblems || len(rep.Problems) != 1 {
@@ -137,8 +130,8 @@ func TestVerifyFlippedByteInSealedSegment(t *testing.T) {
 	if p.Severity != corruption || p.File != "journal/"+seg.Name() || p.Offset != offs[2] || p.Index != wantIndex || !strings.Contains(p.Reason, "crc") {
 		t.Errorf("problem %+v, want CORRUPTION (crc) in journal/%s at offset %d index %d", p, seg.Name(), offs[2], wantIndex)
 	}
-	if rep.Replay.StoppedAt != wantIndex {
-		t.Errorf("semantic replay stopped at %d, want %d", rep.Replay.StoppedAt, wantIndex)
+	if rep.Replay.StoppedAt != some(wantIndex) {
+		t.Errorf("semantic replay stopped at %v, want %d", rep.Replay.StoppedAt, wantIndex)
 	}
 	// Every other record was still read.
 	if rep.Journal.Records != int(ts.records)-1 {
@@ -179,8 +172,8 @@ func TestVerifyReportsEachProblem(t *testing.T) {
 		t.Fatalf("problems:\n%s\nwant:\n%s\n(%v)", strings.Join(got, "\n"), strings.Join(want, "\n"), rep.Problems)
 	}
 	wantContains(t, "resync reason", rep.Problems[1].Reason, fmt.Sprintf("next valid record at offset %d", bOffs[3]))
-	if rep.Replay.StoppedAt != a.Start+1 {
-		t.Errorf("replay stopped at %d, want %d", rep.Replay.StoppedAt, a.Start+1)
+	if rep.Replay.StoppedAt != some(a.Start+1) {
+		t.Errorf("replay stopped at %v, want %d", rep.Replay.StoppedAt, a.Start+1)
 	}
 }
 
@@ -326,8 +319,8 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 			if p.Index != tc.index || !strings.Contains(p.Reason, tc.says) || p.Offset < 0 {
 				t.Errorf("problem %+v, want index %d saying %q", p, tc.index, tc.says)
 			}
-			if stopped := rep.Replay.StoppedAt != 0; stopped != tc.stops {
-				t.Errorf("replay stopped at %d; want stop %v", rep.Replay.StoppedAt, tc.stops)
+			if stopped := rep.Replay.StoppedAt.ok; stopped != tc.stops {
+				t.Errorf("replay stopped at %v; want stop %v", rep.Replay.StoppedAt, tc.stops)
 			}
 			// The store refuses to open on every replay problem verify reports
 			// (documents are re-validated by verify only).
