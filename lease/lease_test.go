@@ -149,7 +149,7 @@ func TestConfigRejected(t *testing.T) {
 		{"key", func(c *lease.Config) { c.Key = "" }},
 		{"ttl", func(c *lease.Config) { c.TTL = 500 * time.Millisecond }},
 		{"renew_every", func(c *lease.Config) { c.RenewEvery = c.TTL }},
-		{"jitter", func(c *lease.Config) { c.RenewEvery, c.Jitter = time.Second, 2 * time.Second }},
+		{"jitter", func(c *lease.Config) { c.RenewEvery, c.Jitter = time.Second, 2*time.Second }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.field, func(t *testing.T) {
