@@ -243,8 +243,39 @@ func (s *Server) dropBindingLocked(id string) {
 		return
 	}
 	if src := s.sources[b.sourceID]; src != nil {
-		src.variants = slices.DeleteFunc(src.variants, func(v *reconcile.Variant) bool { return v.ID == b.variant && v.Owner == b.principal })
+		s.removeVariantLocked(src, func(v *reconcile.Variant) bool { return v.ID == b.variant && v.Owner == b.principal })
 	}
+}
+
+// removeVariantLocked withdraws the variants of src that match, ending the
+// subscriptions to them.
+func (s *Server) removeVariantLocked(src *source, match func(*reconcile.Variant) bool) {
+	for _, v := range src.variants {
+		if !match(v) {
+			continue
+		}
+		for id, sub := range s.bindings {
+			if !sub.publish && sub.session == src.session && sub.variant == v.ID {
+				delete(s.bindings, id)
+			}
+		}
+	}
+	src.variants = slices.DeleteFunc(src.variants, match)
+}
+
+// RemoveVariant withdraws a variant of source id that no publication of
+// this server produces (one advertised by the source, or by a publisher
+// outside the simulation), ending the subscriptions to it.
+func (s *Server) RemoveVariant(id, variantID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src := s.sources[id]
+	if src == nil {
+		return fmt.Errorf("mediasim: source %q has no session", id)
+	}
+	s.removeVariantLocked(src, func(v *reconcile.Variant) bool { return v.ID == variantID })
+	s.changedLocked()
+	return nil
 }
 
 // AddGroup creates a group that admits the given principals on Join.
