@@ -65,6 +65,7 @@ func startWorker(t *testing.T, st *storetest.Store, sim *mediasim.Server, p stat
 	w.cancel = cancel
 	go func() { w.done <- r.Run(runCtx, conn) }()
 	t.Cleanup(w.stop)
+	w.waitFor(reconcile.EventResynced, "") // the first snapshot is installed
 	return w
 }
 

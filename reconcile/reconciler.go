@@ -121,6 +121,9 @@ type Reconciler struct {
 	leases  *watchcache.Cache
 	tracked map[string]*tracked
 	events  []Event
+	// capsChanged is the Capabilities.Changed channel taken before the
+	// current pass: closed once anything changed since.
+	capsChanged <-chan struct{}
 	ctx     context.Context
 }
 
@@ -136,6 +139,25 @@ type tracked struct {
 	status    Status
 	statusRev uint64 // 0: none written
 	lastEvent string // deduplicates Waiting/Failed/Standby events
+	// failedOn is set when a command failed for intent revision failedRev:
+	// the Changed channel of that pass. The command is retried only once
+	// it is closed (capabilities changed) or the intent changed, so a
+	// refusal is not repeated on every unrelated wake-up.
+	failedOn  <-chan struct{}
+	failedRev uint64
+}
+
+// retryable reports whether a command that failed may be sent again.
+func (t *tracked) retryable() bool {
+	if t.failedOn == nil || t.failedRev != t.rev {
+		return true
+	}
+	select {
+	case <-t.failedOn:
+		return true
+	default:
+		return false
+	}
 }
 
 type binding struct {
@@ -227,6 +249,7 @@ func (r *Reconciler) Run(ctx context.Context, conn Conn) error {
 	)
 	for {
 		capsChanged := r.cfg.Capabilities.Changed()
+		r.capsChanged = capsChanged
 		r.pass()
 		if timer != nil {
 			timer.Stop()
@@ -410,6 +433,9 @@ func (r *Reconciler) act(t *tracked) {
 		}
 		r.unbind(t, "intent changed")
 	}
+	if !t.retryable() {
+		return // the status already says Failed, and why
+	}
 	var (
 		b   Binding
 		err error
@@ -420,12 +446,13 @@ func (r *Reconciler) act(t *tracked) {
 		b, err = r.cfg.Media.Subscribe(r.ctx, *p.sub)
 	}
 	if err != nil {
+		t.failedOn, t.failedRev = r.capsChanged, t.rev
 		r.note(t, EventCommandError, err.Error(), err)
 		r.writeStatus(t, Status{State: Failed, Reason: err.Error()})
 		return
 	}
 	t.binding = &binding{publish: p.pub != nil, id: b.ID, session: p.session, variant: b.VariantID}
-	t.lastEvent = ""
+	t.lastEvent, t.failedOn = "", nil
 	r.emit(Event{Kind: EventBound, Intent: t.key, Detail: fmt.Sprintf("%s variant %s on session %s", b.ID, b.VariantID, p.session)})
 	r.writeStatus(t, Status{State: Active, VariantID: b.VariantID, BindingID: b.ID})
 }
