@@ -215,3 +215,29 @@ func TestFailureStoreRestartReestablishesWatches(t *testing.T) {
 	putIntent(t, st, alice, userNS, leased, subscribeIntent(""), 30*time.Second)
 	viewer.waitFor(reconcile.EventBound, leased)
 }
+
+// TestStatusNeverOverwritesAnotherWriter: an entry at the worker's status
+// key written by someone else (as a different worker document) is left
+// exactly as it is; the worker reports why and still acts on the intent.
+func TestStatusNeverOverwritesAnotherWriter(t *testing.T) {
+	st := openStore(t)
+	sim := mediasim.New()
+	readySource(t, sim)
+	const key = "subscriptions/front-door"
+	putIntent(t, st, alice, userNS, key, subscribeIntent(out720), 0)
+	squatter, err := st.Put(ctx, alice, statestore.PutRequest{Namespace: userNS, Key: "status/alice-browser/front-door", Schema: reconcile.StatusSchema,
+		Document: []byte(`{"intent_key":"subscriptions/front-door","intent_revision":1,"worker":"alice-phone","state":"stopped"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := startViewer(t, st, sim)
+	ev := viewer.waitFor(reconcile.EventStatusFailed, key)
+	var se *reconcile.StatusError
+	if !errors.As(ev.Err, &se) {
+		t.Fatalf("status failure %v, want a StatusError", ev.Err)
+	}
+	viewer.waitFor(reconcile.EventBound, key)
+	if e, _ := st.Get(ctx, alice, userNS, "status/alice-browser/front-door"); e.Revision != squatter.Revision {
+		t.Fatalf("the other writer's status was replaced: %+v", e)
+	}
+}

@@ -124,7 +124,7 @@ type Reconciler struct {
 	// capsChanged is the Capabilities.Changed channel taken before the
 	// current pass: closed once anything changed since.
 	capsChanged <-chan struct{}
-	ctx     context.Context
+	ctx         context.Context
 }
 
 // tracked is what the reconciler knows of one intent key.
