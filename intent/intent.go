@@ -1,11 +1,11 @@
 package intent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/keeppeek/statestore/internal/typeddoc"
 	"github.com/keeppeek/statestore/schema"
 )
 
@@ -106,18 +106,18 @@ func (in Intent) Check() error {
 	return nil
 }
 
+// codec validates through the registry; the schema itself is built in.
+var codec = typeddoc.Codec[Intent]{Name: Schema}
+
 // Encode renders the intent as a document the registry accepts, or a
 // *ValidationError naming the field the store would reject.
 func Encode(reg *schema.Registry, in Intent) ([]byte, error) {
 	if err := in.Check(); err != nil {
 		return nil, err
 	}
-	doc, err := json.Marshal(in)
+	doc, err := codec.Encode(reg, in)
 	if err != nil {
-		return nil, &ValidationError{Field: "parameters", Reason: "not encodable as JSON", Err: err}
-	}
-	if err := reg.Validate(Schema, doc); err != nil {
-		return nil, fromSchema(err)
+		return nil, refused(err)
 	}
 	return doc, nil
 }
@@ -126,25 +126,19 @@ func Encode(reg *schema.Registry, in Intent) ([]byte, error) {
 // applies Check, so a document some other registry let through still
 // cannot reach a media command with a missing recording mode.
 func Parse(reg *schema.Registry, doc []byte) (Intent, error) {
-	if err := reg.Validate(Schema, doc); err != nil {
-		return Intent{}, fromSchema(err)
-	}
-	var in Intent
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return Intent{}, &ValidationError{Field: "document", Reason: "does not decode", Err: err}
+	in, err := codec.Decode(reg, doc)
+	if err != nil {
+		return Intent{}, refused(err)
 	}
 	return in, in.Check()
 }
 
-// fromSchema turns the registry's rejection into a ValidationError naming
-// the field without the "$." of its JSON path.
-func fromSchema(err error) error {
+// refused turns the codec's error into a ValidationError on its field.
+func refused(err error) error {
 	field := "document"
-	var se *schema.Error
-	if errors.As(err, &se) && len(se.Path) > 2 && se.Path[:2] == "$." {
-		field = se.Path[2:]
+	var te *typeddoc.Error
+	if errors.As(err, &te) {
+		field = te.Field
 	}
 	return &ValidationError{Field: field, Reason: "rejected by " + Schema, Err: err}
 }
