@@ -144,13 +144,21 @@ func (s *Server) endSessionLocked(id string) {
 	}
 }
 
+// sourceLocked returns the connected source id.
+func (s *Server) sourceLocked(id string) (*source, error) {
+	if src := s.sources[id]; src != nil {
+		return src, nil
+	}
+	return nil, fmt.Errorf("mediasim: source %q has no session", id)
+}
+
 // AddVariant advertises a new variant of source id, not yet ready.
 func (s *Server) AddVariant(id string, v reconcile.Variant) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	src := s.sources[id]
-	if src == nil {
-		return fmt.Errorf("mediasim: source %q has no session", id)
+	src, err := s.sourceLocked(id)
+	if err != nil {
+		return err
 	}
 	v.Ready = false
 	src.variants = append(src.variants, &v)
@@ -162,9 +170,9 @@ func (s *Server) AddVariant(id string, v reconcile.Variant) error {
 func (s *Server) MarkReady(id, variantID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	src := s.sources[id]
-	if src == nil {
-		return fmt.Errorf("mediasim: source %q has no session", id)
+	src, err := s.sourceLocked(id)
+	if err != nil {
+		return err
 	}
 	for _, v := range src.variants {
 		if v.ID == variantID {
@@ -269,9 +277,9 @@ func (s *Server) removeVariantLocked(src *source, match func(*reconcile.Variant)
 func (s *Server) RemoveVariant(id, variantID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	src := s.sources[id]
-	if src == nil {
-		return fmt.Errorf("mediasim: source %q has no session", id)
+	src, err := s.sourceLocked(id)
+	if err != nil {
+		return err
 	}
 	s.removeVariantLocked(src, func(v *reconcile.Variant) bool { return v.ID == variantID })
 	s.changedLocked()

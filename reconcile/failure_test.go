@@ -191,9 +191,9 @@ func TestFailureStoreRestartReestablishesWatches(t *testing.T) {
 	viewer.waitFor(reconcile.EventBound, durable)
 	viewer.waitFor(reconcile.EventBound, leased)
 
-	st.Restart() // closes every watch (STORE_CLOSED) and reopens
-	st.Clock.Advance(time.Minute)
-	st.Restart() // the lapsed lease is purged before serving
+	// Close (every watch gets STORE_CLOSED), let the lease lapse while the
+	// store is down, and reopen: it is purged before anything is served.
+	st.Restart(func() { st.Clock.Advance(time.Minute) })
 	if n := st.OpenReport().Expired; n != 1 {
 		t.Fatalf("open purged %d leases, want 1", n)
 	}

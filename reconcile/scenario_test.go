@@ -89,9 +89,13 @@ func TestScenario4TranscoderOwnsOutputVariant(t *testing.T) {
 	if v, ok := src.Variant(out720); !ok || v.Owner != "transcoder-1" || src.SessionID == session {
 		t.Fatalf("after retry: variant %+v on session %s", v, src.SessionID)
 	}
-	want := []string{"StartPublication " + out720, "StartPublication " + out720 + " error", "StartPublication " + out720}
-	if got := callsBy(sim, "transcoder-1"); !reflect.DeepEqual(got, want) {
-		t.Fatalf("transcoder-1 sent %v, want %v", got, want)
+	// A success, the refusal (retried at most once more, when the
+	// capability change that woke the pass raced its reading of the
+	// capabilities), and the success after the variant was freed.
+	ok, refused := "StartPublication "+out720, "StartPublication "+out720+" error"
+	got := callsBy(sim, "transcoder-1")
+	if n := len(got); n < 3 || n > 4 || got[0] != ok || got[n-1] != ok || slices.ContainsFunc(got[1:n-1], func(c string) bool { return c != refused }) {
+		t.Fatalf("transcoder-1 sent %v, want %s, one or two refusals, %s", got, ok, ok)
 	}
 	if c := callsBy(sim, "transcoder-2"); len(c) != 0 {
 		t.Fatalf("the standby sent %v", c)

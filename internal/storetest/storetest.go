@@ -54,12 +54,16 @@ func (s *Store) open() {
 }
 
 // Restart closes the store and opens it again from its directory, as a
-// media-server restart would.
-func (s *Store) Restart() {
+// media-server restart would; whileDown, if not nil, runs in between (to
+// move the clock while nothing can expire a lease, say).
+func (s *Store) Restart(whileDown func()) {
 	s.t.Helper()
 	if err := s.Store.Close(); err != nil {
 		s.t.Fatalf("close store: %v", err)
 	}
 	s.Store = nil
+	if whileDown != nil {
+		whileDown()
+	}
 	s.open()
 }
