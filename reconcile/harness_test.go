@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -107,6 +109,7 @@ func (w *testWorker) waitFor(kind reconcile.EventKind, intentKey string) reconci
 			}
 			w.backlog = append(w.backlog, e)
 		case <-deadline:
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 			w.t.Fatalf("%s: no %s event for %q; saw %v", w.name, kind, intentKey, w.backlog)
 		}
 	}
