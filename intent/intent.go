@@ -76,6 +76,7 @@ type ValidationError struct {
 	Err    error // the schema registry's *schema.Error, when it decided
 }
 
+// Error names the field and the reason.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("media intent: %s: %s", e.Field, e.Reason)
 }

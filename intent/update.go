@@ -22,6 +22,7 @@ type ContendedError struct {
 	Err            error // the last CONFLICT
 }
 
+// Error names the key and the attempts.
 func (e *ContendedError) Error() string {
 	return fmt.Sprintf("intent %s/%s: lost compare-and-set %d times", e.Namespace, e.Key, e.Attempts)
 }

@@ -60,6 +60,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error names the field.
 func (e *ConfigError) Error() string { return "lease config: " + e.Field + ": " + e.Reason }
 
 // HeldError is a Claim that found the lease held.
@@ -69,6 +70,7 @@ type HeldError struct {
 	Err      error  // the store's CONFLICT
 }
 
+// Error names the key and its current revision.
 func (e *HeldError) Error() string {
 	return fmt.Sprintf("lease %s held at revision %d", e.Key, e.Revision)
 }
@@ -89,6 +91,7 @@ type LostError struct {
 	Err      error
 }
 
+// Error names the key, our revision and the current one.
 func (e *LostError) Error() string {
 	return fmt.Sprintf("lease %s lost: held revision %d, current %d", e.Key, e.Revision, e.Current)
 }

@@ -297,10 +297,11 @@ func (s *Server) AddGroup(id string, admits ...string) {
 	s.groups[id] = g
 }
 
-// ErrJoinRefused is a Join the group does not admit.
-type ErrJoinRefused struct{ Group, Principal string }
+// JoinRefusedError is a Join the group does not admit.
+type JoinRefusedError struct{ Group, Principal string }
 
-func (e *ErrJoinRefused) Error() string {
+// Error names the group and the principal.
+func (e *JoinRefusedError) Error() string {
 	return fmt.Sprintf("mediasim: group %q does not admit %q", e.Group, e.Principal)
 }
 
@@ -311,7 +312,7 @@ func (s *Server) Join(principal, groupID string) error {
 	defer s.mu.Unlock()
 	g := s.groups[groupID]
 	if g == nil || !g.admits[principal] {
-		return &ErrJoinRefused{Group: groupID, Principal: principal}
+		return &JoinRefusedError{Group: groupID, Principal: principal}
 	}
 	g.members[principal] = true
 	return nil

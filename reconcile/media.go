@@ -147,6 +147,7 @@ type CommandError struct {
 	Message string
 }
 
+// Error names the command and its code.
 func (e *CommandError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", e.Command, e.Code, e.Message)
 }

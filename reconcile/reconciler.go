@@ -59,6 +59,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error names the field.
 func (e *ConfigError) Error() string { return "reconcile config: " + e.Field + ": " + e.Reason }
 
 // EventKind says what a reconciler did.
@@ -89,6 +90,7 @@ type Event struct {
 	Err    error
 }
 
+// String renders the event as "kind intent: detail".
 func (e Event) String() string {
 	s := string(e.Kind)
 	if e.Intent != "" {
@@ -611,6 +613,7 @@ type StatusError struct {
 	Owner string
 }
 
+// Error names the key and who wrote it.
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("status %s was written by %s, not this worker: left alone", e.Key, e.Owner)
 }

@@ -42,6 +42,7 @@ type Error struct {
 	Err    error
 }
 
+// Error names the schema and the field.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %v", e.Schema, e.Field, e.Err)
 }
