@@ -16,8 +16,9 @@ var ctx = context.Background()
 
 // recordLink records what reaches it, in order.
 type recordLink struct {
-	mu  sync.Mutex
-	log []string
+	mu   sync.Mutex
+	log  []string
+	seen chan struct{} // one value per message delivered
 }
 
 func (l *recordLink) add(s string) {
@@ -27,6 +28,7 @@ func (l *recordLink) add(s string) {
 }
 
 func (l *recordLink) Deliver(m watch.Message) error {
+	defer func() { l.seen <- struct{}{} }()
 	switch m := m.(type) {
 	case *watch.Snapshot:
 		l.add("snapshot " + m.WatchID)
@@ -50,7 +52,7 @@ func (l *recordLink) snapshot() []string {
 func TestLocalDropAndReconnect(t *testing.T) {
 	st := storetest.Open(t)
 	alice := statestore.Principal{ID: "alice"}
-	link := &recordLink{}
+	link := &recordLink{seen: make(chan struct{}, 16)}
 	c, err := stateclient.Dial(st.Store, alice, link)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +69,7 @@ func TestLocalDropAndReconnect(t *testing.T) {
 	if _, _, err := c.Watch("w1", "user/alice", "k/"); err != nil {
 		t.Fatal(err)
 	}
+	<-link.seen // the snapshot reached the link; a drop may lose what is still queued
 	if e := put("k/a"); e.Owner != "alice" {
 		t.Fatalf("owner %q, want the connection's principal", e.Owner)
 	}
