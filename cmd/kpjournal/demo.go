@@ -109,6 +109,9 @@ func demo(dir string, out io.Writer) error {
 	if err := demoWatch(s, out); err != nil {
 		return err
 	}
+	if err := demoWorker(dir, out); err != nil {
+		return err
+	}
 	if err := s.Close(); err != nil {
 		return err
 	}

@@ -1,0 +1,16 @@
+// Package stateclient is a worker's handle on the state store: the reads
+// and writes of one authenticated principal (Client) and its control
+// channel carrying watches (Local, for a store in the same process).
+//
+// Workers are written against Client and watchcache.Source so the same code
+// runs over the wire protocol once an embedder supplies those two; Local is
+// the in-process binding the tests, the simulator and the demo use.
+//
+// Invariants of Local:
+//   - Every call is made as the principal Local was created with; the store
+//     decides authorization and assigns that principal as owner.
+//   - A Link sees a connection's messages in delivery order, then
+//     Disconnected once no message of that connection can follow, then (on
+//     Reconnect) Reconnected; a message of a dropped connection never
+//     arrives after Disconnected.
+package stateclient
