@@ -11,6 +11,8 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/disk"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/grouppref"
+	"github.com/keeppeek/statestore/reconcile"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/spf13/pflag"
 )
@@ -83,13 +85,32 @@ func (c *cli) parse(args []string) int {
 	if c.fs.NArg() > 0 {
 		return c.usageError("unexpected argument %q", c.fs.Arg(0))
 	}
-	c.reg = schema.NewRegistry()
+	reg, err := toolRegistry()
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	c.reg = reg
 	chk, err := statestore.NewReplayChecker(c.limits, c.reg)
 	if err != nil {
 		return c.usageError("%v", err)
 	}
 	c.chk = chk
 	return -1
+}
+
+// toolRegistry is the schema registry the commands check stores with: the
+// built-in media-intent schema plus the schemas of this module's worker
+// packages (leases, observed status, group preferences), so a store that
+// workers wrote to verifies and replays like any other.
+func toolRegistry() (*schema.Registry, error) {
+	reg := schema.NewRegistry()
+	if err := reconcile.RegisterSchemas(reg); err != nil {
+		return nil, err
+	}
+	if err := grouppref.RegisterSchema(reg); err != nil {
+		return nil, err
+	}
+	return reg, nil
 }
 
 // usageError reports a usage problem and returns exitUsage.

@@ -30,8 +30,8 @@ const demoWorkerTTL = 10 * time.Second
 func demoWorker(dir string, out io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reg := schema.NewRegistry()
-	if err := reconcile.RegisterSchemas(reg); err != nil {
+	reg, err := toolRegistry()
+	if err != nil {
 		return err
 	}
 	clk := clock.NewFake(time.UnixMilli(1_750_000_000_000))

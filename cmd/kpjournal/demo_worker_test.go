@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"regexp"
 	"testing"
 )
@@ -11,7 +12,8 @@ import (
 // the holder's lease lapses, in that order.
 func TestDemoWorker(t *testing.T) {
 	var out bytes.Buffer
-	if err := demoWorker(t.TempDir(), &out); err != nil {
+	dir := t.TempDir()
+	if err := demoWorker(dir, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	order := regexp.MustCompile(`(?s)worker-1: claimed.*worker-1: waiting.*source "front-door" has no session` +
@@ -19,5 +21,10 @@ func TestDemoWorker(t *testing.T) {
 		`.*stops renewing.*worker-2: claimed.*worker-2: bound.*status/transcoder-worker-2/\S+: active`)
 	if !order.Match(out.Bytes()) {
 		t.Fatalf("demo output out of order:\n%s", out.String())
+	}
+	// The store the workers wrote (leases, observed status) verifies: the
+	// tools know the worker packages' schemas.
+	if code, stdout, stderr := kp(t, "verify", "--dir", filepath.Join(dir, "worker-demo")); code != exitOK {
+		t.Fatalf("verify of the worker store: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
