@@ -10,8 +10,8 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/disk"
-	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/grouppref"
+	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/reconcile"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/spf13/pflag"
