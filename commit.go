@@ -377,7 +377,7 @@ func (s *Store) expiry() {
 				timer.Stop()
 			}
 			armedFor = next
-			timer = s.clock.NewTimer(time.Duration(next-s.clock.Now().UnixMilli()) * time.Millisecond)
+			timer = clock.TimerAt(s.clock, time.UnixMilli(next))
 			timerC = timer.C()
 		}
 		select {

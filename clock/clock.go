@@ -70,8 +70,16 @@ func (f *Fake) Armed() <-chan struct{} { return f.armed }
 // NewTimer returns a timer firing when the fake time reaches now+d.
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
-	t := &fakeTimer{f: f, at: f.now.Add(d), c: make(chan time.Time, 1)}
-	if d <= 0 {
+	at := f.now.Add(d)
+	f.mu.Unlock()
+	return f.newTimer(at, d)
+}
+
+// newTimer arms a timer at at; d <= 0 means it is already due.
+func (f *Fake) newTimer(at time.Time, d time.Duration) Timer {
+	f.mu.Lock()
+	t := &fakeTimer{f: f, at: at, c: make(chan time.Time, 1)}
+	if d <= 0 || !at.After(f.now) {
 		t.fired = true
 		t.c <- f.now
 	} else {

@@ -3,9 +3,6 @@ package reconcile
 import (
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/keeppeek/statestore/clock"
 
 	"github.com/keeppeek/statestore/intent"
 )
@@ -106,33 +103,4 @@ func TestNewRejectsConfig(t *testing.T) {
 	if _, err := New(base); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// jumpyClock advances itself by a second the first time a timer is made,
-// as a test advancing a fake clock between Now and NewTimer would.
-type jumpyClock struct {
-	*clock.Fake
-	jumped bool
-}
-
-func (c *jumpyClock) NewTimer(d time.Duration) clock.Timer {
-	if !c.jumped {
-		c.jumped = true
-		c.Fake.Advance(time.Second)
-	}
-	return c.Fake.NewTimer(d)
-}
-
-func TestArmAtIsNotLateWhenTheClockMoves(t *testing.T) {
-	start := time.UnixMilli(1_750_000_000_000)
-	clk := &jumpyClock{Fake: clock.NewFake(start)}
-	tm := armAt(clk, start.Add(3*time.Second))
-	clk.Advance(2 * time.Second) // now start+3s: due
-	select {
-	case <-tm.C():
-	default:
-		t.Fatal("timer armed before the clock moved fired late")
-	}
-	real := armAt(clock.Real{}, time.Now().Add(time.Hour))
-	real.Stop()
 }

@@ -258,7 +258,7 @@ func (r *Reconciler) Run(ctx context.Context, conn Conn) error {
 			timer, timerC = nil, nil
 		}
 		if at, ok := r.nextRenewal(); ok {
-			timer = armAt(r.cfg.Clock, at)
+			timer = clock.TimerAt(r.cfg.Clock, at)
 			timerC = timer.C()
 		}
 		r.flush()
@@ -274,23 +274,6 @@ func (r *Reconciler) Run(ctx context.Context, conn Conn) error {
 		case <-timerC:
 			timer, timerC = nil, nil
 		}
-	}
-}
-
-// armAt returns a timer firing when clk reaches at. A clock.Clock takes a
-// duration, not an instant, so a clock that moves between reading Now and
-// NewTimer (a fake clock advanced by a test, a stalled goroutine) would arm
-// the timer late by that much; such a timer is replaced. Drift below a
-// millisecond, the resolution of lease deadlines, is accepted, so a real
-// clock arms in one round.
-func armAt(clk clock.Clock, at time.Time) clock.Timer {
-	for {
-		now := clk.Now()
-		t := clk.NewTimer(at.Sub(now))
-		if clk.Now().Sub(now) < time.Millisecond {
-			return t
-		}
-		t.Stop()
 	}
 }
 

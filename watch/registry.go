@@ -422,7 +422,7 @@ func (r *Registry) timerLoop() {
 			r.expire()
 		}
 		r.mu.Lock()
-		want, now := r.deadline, r.now()
+		want := r.deadline
 		r.mu.Unlock()
 		if want == armed {
 			continue
@@ -433,7 +433,7 @@ func (r *Registry) timerLoop() {
 		}
 		armed = want
 		if want != noDeadline {
-			t = r.clk.NewTimer(want - now)
+			t = clock.TimerAt(r.clk, r.epoch.Add(want))
 			tc = t.C()
 		}
 	}
