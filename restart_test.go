@@ -128,11 +128,6 @@ func (b *restartBounds) check(t *testing.T, gen int, lt lifetime) {
 	}
 }
 
-func (b *restartBounds) log(t *testing.T, total uint64) {
-	t.Logf("wrote %d journal bytes in all; largest journal on disk %d bytes (ceiling %d), largest replay %d records (ceiling %d)",
-		total, b.seenSize, b.maxJournalBytes(0), b.seenReplayed, b.maxReplayed(0))
-}
-
 func journalBytes(t *testing.T, dir string) int64 {
 	t.Helper()
 	segs, err := journal.ListSegments(filepath.Join(dir, statestore.StoreDirName, "journal"))
@@ -153,20 +148,29 @@ func journalBytes(t *testing.T, dir string) int64 {
 func TestRestartingWriterJournalBounded(t *testing.T) {
 	const lifetimes, puts = 150, 10
 	opts := statestore.Options{Dir: t.TempDir(), Clock: clock.NewFake(t0), CheckpointBytes: 16 << 10, SegmentSize: 4 << 10}
+	boundedAcross(t, opts, lifetimes, 3, func(gen int) (lifetime, error) { return runLifetime(opts, gen, puts) })
+}
+
+// boundedAcross runs n lifetimes through run, checking each against the
+// ceilings. Together they must write factor times the journal ceiling, or
+// the test could not tell a bounded journal from one that only grows.
+func boundedAcross(t *testing.T, opts statestore.Options, n int, factor uint64, run func(gen int) (lifetime, error)) {
+	t.Helper()
 	b := &restartBounds{opts: opts}
 	var total uint64
-	for gen := range lifetimes {
-		lt, err := runLifetime(opts, gen, puts)
+	for gen := range n {
+		lt, err := run(gen)
 		if err != nil {
 			t.Fatalf("lifetime %d: %v", gen, err)
 		}
 		b.check(t, gen, lt)
 		total += lt.written.Bytes
 	}
-	if limit := b.maxJournalBytes(0); total < 3*uint64(limit) {
+	if limit := b.maxJournalBytes(0); total < factor*uint64(limit) {
 		t.Fatalf("the lifetimes wrote only %d bytes in all, too little to show a ceiling of %d", total, limit)
 	}
-	b.log(t, total)
+	t.Logf("wrote %d journal bytes in all; largest journal on disk %d bytes (ceiling %d), largest replay %d records (ceiling %d)",
+		total, b.seenSize, b.maxJournalBytes(0), b.seenReplayed, b.maxReplayed(0))
 }
 
 // TestOpenCheckpointsWhenJournalIsOver: a journal left over the threshold
@@ -205,8 +209,12 @@ func TestOpenCheckpointsWhenJournalIsOver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := len(files) == 1 && files[0].Index == 100; got != c.wantImage || (!c.wantImage && len(files) != 0) {
-				t.Fatalf("journal of %d bytes, threshold %d: checkpoints %v, want an image at index 100: %v", backlog, c.threshold, files, c.wantImage)
+			want := 0
+			if c.wantImage {
+				want = 1
+			}
+			if len(files) != want || (want == 1 && files[0].Index != 100) {
+				t.Fatalf("journal of %d bytes, threshold %d: checkpoints %v, want %d image(s) at index 100", backlog, c.threshold, files, want)
 			}
 		})
 	}
@@ -253,32 +261,21 @@ const restartChildPuts = 5
 func TestRestartingWriterProcessesJournalBounded(t *testing.T) {
 	const processes = 30
 	opts := restartChildOptions(t.TempDir())
-	b := &restartBounds{opts: opts}
-	var total uint64
-	for gen := range processes {
+	boundedAcross(t, opts, processes, 2, func(gen int) (lifetime, error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRestartingWriterChild$", "-test.count=1", "-test.v")
 		// A race-enabled child otherwise sleeps a second at exit.
 		cmd.Env = append(os.Environ(), envRestartWriter+"="+opts.Dir, envRestartWriter+"_GEN="+strconv.Itoa(gen),
 			"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("writer process %d: %v\n%s", gen, err, out)
+			return lifetime{}, fmt.Errorf("writer process: %w\n%s", err, out)
 		}
 		var lt lifetime
-		line := ""
 		for _, l := range strings.Split(string(out), "\n") {
 			if _, err := fmt.Sscanf(l, "LIFETIME %d %d %d %d", &lt.replayed, &lt.written.Records, &lt.written.Bytes, &lt.live); err == nil {
-				line = l
+				return lt, nil
 			}
 		}
-		if line == "" {
-			t.Fatalf("writer process %d reported nothing:\n%s", gen, out)
-		}
-		b.check(t, gen, lt)
-		total += lt.written.Bytes
-	}
-	if limit := b.maxJournalBytes(0); total < 2*uint64(limit) {
-		t.Fatalf("the processes wrote only %d bytes in all, too little to show a ceiling of %d", total, limit)
-	}
-	b.log(t, total)
+		return lt, fmt.Errorf("writer process reported nothing:\n%s", out)
+	})
 }
