@@ -149,9 +149,16 @@ func TestClosedStoreAnswersUnavailable(t *testing.T) {
 	if ss.Principal() != admin {
 		t.Fatalf("SetPrincipal on a closed store changed a session's principal to %+v", ss.Principal())
 	}
+	if got := s.Namespace("group/g"); got.Entries != 9 {
+		t.Fatalf("Namespace on the closed store: %+v, want the 9 entries it closed with", got)
+	}
+	if n, _, _ := s.Usage(); n != 9 {
+		t.Fatalf("Usage on the closed store: %d entries, want 9", n)
+	}
+	_, _ = s.JournalStats(), s.OpenReport()
 	ss.Close()
 	<-ss.Done()
-	sameFiles(t, "SetPrincipal and Session.Close", before, dirHashes(t, root))
+	sameFiles(t, "the calls that cannot fail", before, dirHashes(t, root))
 	sink.empty(t)
 
 	// Nothing above reached the disk: the reopened store is as it was.

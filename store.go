@@ -273,7 +273,9 @@ func (s *Store) OpenReport() OpenReport { return s.openReport }
 // Restore in progress, a checkpoint in progress, explicit or background,
 // included), and closes the journal and then the LOCK file. From the moment
 // Close begins, every method that can fail answers UNAVAILABLE and touches
-// no file; a second Close does too.
+// no file; a second Close does too. The ones that cannot fail (Namespace,
+// Usage, Limits, JournalStats, OpenReport, SetPrincipal) answer from
+// memory and touch no file either.
 func (s *Store) Close() error {
 	s.shut.Store(true)
 	s.mu.Lock()
