@@ -13,9 +13,13 @@ import (
 )
 
 // Checkpoints bound replay and disk use. The store writes one, from a
-// published (immutable) view, whenever the journal has grown by
-// Options.CheckpointBytes (or by half the live value bytes, if larger) since
-// the last one; writers never wait for it. It keeps the newest two images
+// published (immutable) view, whenever the journal after the newest image
+// holds Options.CheckpointBytes (or half the live value bytes, if larger);
+// writers never wait for it. That measure is of the journal on disk, not of
+// this process's writes: Open counts the frame bytes it replays after the
+// image and checkpoints at once when they are already over, so a process
+// that restarts before writing CheckpointBytes cannot grow the journal (or
+// the next Open's replay) without bound. It keeps the newest two images
 // and truncates the journal only up to the older one, so a damaged newest
 // image falls back to the older image plus the journal.
 
@@ -144,8 +148,10 @@ func (s *Store) snapshot() (*materialize.View, uint64) {
 	return s.view.Load(), s.index
 }
 
-// maybeCheckpoint starts a background checkpoint when the journal has grown
-// enough since the last one and none is running.
+// maybeCheckpoint starts a background checkpoint when the journal after the
+// newest image has grown enough and none is running. It is called only
+// while the store is open (at Open, after a published round, and from a
+// finishing background checkpoint), so Close's ckptWG.Wait covers it.
 func (s *Store) maybeCheckpoint() {
 	if s.opts.CheckpointBytes < 0 {
 		return
@@ -156,7 +162,7 @@ func (s *Store) maybeCheckpoint() {
 	}
 	_, live, _ := s.view.Load().Totals()
 	threshold = max(threshold, live/2)
-	if int64(s.jnl.Stats().Bytes-s.ckptMark.Load()) < threshold {
+	if int64(s.jnl.Stats().Bytes)-s.ckptMark.Load() < threshold {
 		return
 	}
 	if !s.ckptRunning.CompareAndSwap(false, true) {
@@ -185,10 +191,16 @@ func (s *Store) maybeCheckpoint() {
 }
 
 // Checkpoint writes a checkpoint of the current state now, removes images
-// beyond the newest two and truncates the journal up to the older one.
+// beyond the newest two and truncates the journal up to the older one. Once
+// Close has begun it answers UNAVAILABLE and touches no file: another
+// handle may own the directory by then. Close waits for a Checkpoint
+// already under way before it releases the LOCK.
 func (s *Store) Checkpoint() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	return s.writeCheckpointLocked()
 }
 
@@ -199,7 +211,7 @@ func (s *Store) writeCheckpoint() error {
 }
 
 func (s *Store) writeCheckpointLocked() error {
-	mark := s.jnl.Stats().Bytes
+	mark := int64(s.jnl.Stats().Bytes)
 	v, idx := s.snapshot()
 	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(idx)), v, idx, s.clock.Now().UnixMilli()); err != nil {
 		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
@@ -234,8 +246,12 @@ func (s *Store) pruneCheckpoints() error {
 
 // Backup writes one file to w: a checkpoint image of the store at one
 // commit point, taken while the store keeps serving reads, writes and
-// watches. Restore or RestoreDir bring it back.
+// watches. Restore or RestoreDir bring it back. A closed store answers
+// UNAVAILABLE.
 func (s *Store) Backup(w io.Writer) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	v, idx := s.snapshot()
 	if _, err := checkpoint.Encode(w, v, idx, s.clock.Now().UnixMilli()); err != nil {
 		return &Error{Code: Storage, Field: "backup", Message: err.Error(), Err: err}

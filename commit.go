@@ -95,7 +95,7 @@ func (s *Store) submit(o *op) (Entry, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return Entry{}, newErr(Unavailable, "store", "the store is closed")
+		return Entry{}, s.errClosed()
 	}
 	s.queue = append(s.queue, o)
 	s.driveLocked(o)

@@ -98,6 +98,13 @@
 //     owner of a written entry is always the calling principal.
 //   - Admission happens before the journal: a rejected write reserves
 //     nothing, and a full store fails the write instead of evicting.
+//   - Once Close has begun, every call that can fail answers UNAVAILABLE
+//     and touches no file: another handle may own the directory by then.
+//     Close releases the LOCK only after a Restore or Checkpoint in flight
+//     has finished.
+//   - The journal after the newest checkpoint is bounded by the checkpoint
+//     threshold however often the store restarts: the trigger counts the
+//     records Open replays, and fires right after Open when they are over.
 //
 // Settings-backed namespaces (Options.Settings, settings.go) take the same
 // admission and watch registry, but commit by atomically rewriting the

@@ -39,7 +39,7 @@ func (s *Store) exclusive(fn func() error) error {
 	}
 	if s.closed {
 		s.mu.Unlock()
-		return newErr(Unavailable, "store", "the store is closed")
+		return s.errClosed()
 	}
 	s.paused = true
 	s.quietLocked(false)
@@ -59,8 +59,15 @@ func (s *Store) exclusive(fn func() error) error {
 // Namespace revisions, entry revisions and counters come back together in
 // one step, durably (a checkpoint of the restored state at the journal's
 // current index, the journal truncated behind it), before any later call
-// sees them; every existing watch is closed with RESTORED.
+// sees them; every existing watch is closed with RESTORED. A closed store
+// answers UNAVAILABLE without reading r; a Close that begins during a
+// Restore waits for it, and the Restore then reports success, since the
+// restored state is durable and the next Open purges the leases that
+// lapsed since the backup.
 func (s *Store) Restore(r io.Reader) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	v, _, err := s.decodeBackup(r)
 	if err != nil {
 		return err
@@ -89,7 +96,7 @@ func (s *Store) Restore(r io.Reader) error {
 		if err == nil {
 			err = s.jnl.TruncateFront(idx + 1)
 		}
-		s.ckptMark.Store(s.jnl.Stats().Bytes)
+		s.ckptMark.Store(int64(s.jnl.Stats().Bytes))
 		s.pubMu.Lock()
 		s.view.Store(v)
 		s.index = idx
@@ -108,7 +115,9 @@ func (s *Store) Restore(r io.Reader) error {
 	default:
 	}
 	// Leases that lapsed since the backup was taken expire now, journaled.
-	_, err = s.submit(&op{kind: opExpire})
+	if _, err = s.submit(&op{kind: opExpire}); CodeOf(err) == Unavailable && s.shut.Load() {
+		return nil
+	}
 	return err
 }
 

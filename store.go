@@ -49,9 +49,12 @@ type Options struct {
 	// Logger receives reports such as a torn journal tail cut at open; nil
 	// discards them.
 	Logger *slog.Logger
-	// CheckpointBytes is the journal growth (in bytes) after which a
-	// checkpoint is written in the background; 0 means
-	// DefaultCheckpointBytes, negative disables automatic checkpoints.
+	// CheckpointBytes is how many journal bytes may follow the newest
+	// checkpoint before one is written in the background. The count is of
+	// the journal as it stands on disk, records replayed at Open included,
+	// so a store that restarts often still checkpoints (right after Open
+	// when it is already over). 0 means DefaultCheckpointBytes, negative
+	// disables automatic checkpoints.
 	CheckpointBytes int64
 	// Settings is the path of the media server's config.toml; its
 	// [state_store] section declares the settings-backed namespaces and
@@ -83,10 +86,20 @@ type Store struct {
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
 
-	ckptMu      sync.Mutex    // one checkpoint writer at a time
-	ckptRunning atomic.Bool   // a background checkpoint is in flight
-	ckptMark    atomic.Uint64 // journal Stats().Bytes at the last checkpoint
-	ckptWG      sync.WaitGroup
+	ckptMu      sync.Mutex  // one checkpoint writer at a time
+	ckptRunning atomic.Bool // a background checkpoint is in flight
+	// ckptMark is the value journal Stats().Bytes had (or would have had)
+	// when no journal byte followed the newest checkpoint: Stats().Bytes -
+	// ckptMark is the journal after the newest image. Stats() counts from
+	// this Open, so Open sets it negative by the frame bytes it replayed.
+	ckptMark atomic.Int64
+	ckptWG   sync.WaitGroup
+
+	// shut is set first thing in Close. Every public call checks it, so a
+	// closed store answers UNAVAILABLE and touches no file; Checkpoint
+	// checks it under ckptMu, which Close takes afterwards, so an explicit
+	// checkpoint either finished before Close released the LOCK or refuses.
+	shut atomic.Bool
 
 	// mu guards the commit queue and the pipeline (see commit.go).
 	mu         sync.Mutex
@@ -208,12 +221,14 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
+	var backlog int64 // frame bytes after the image: the journal the next checkpoint retires
 	err = jnl.Replay(ckptIndex+1, func(idx uint64, rec *journal.Record) error {
 		if err := s.validateRecord(view, rec); err != nil {
 			return err
 		}
 		_, err := view.Apply(rec)
 		s.openReport.Replayed++
+		backlog += int64(rec.EncodedSize())
 		return err
 	})
 	if err != nil {
@@ -242,6 +257,10 @@ func (s *Store) open() error {
 	s.loops.Add(1)
 	go s.helperLoop()
 	go s.expiry()
+	// The EXPIREs above are in Stats().Bytes already; what was replayed is
+	// not, yet it is journal the next checkpoint retires.
+	s.ckptMark.Store(-backlog)
+	s.maybeCheckpoint()
 	return nil
 }
 
@@ -268,15 +287,26 @@ func (s *Store) onRestored() { s.watches.CloseAll(watch.Restored) }
 // OpenReport tells what Open did besides replaying.
 func (s *Store) OpenReport() OpenReport { return s.openReport }
 
-// Close stops accepting calls, lets every call already queued finish, and
-// closes the journal and the LOCK file.
+// Close stops accepting calls, lets every call already queued finish (a
+// Restore in progress, a checkpoint in progress, explicit or background,
+// included), and closes the journal and then the LOCK file. From the moment
+// Close begins, every method that can fail answers UNAVAILABLE and touches
+// no file; a second Close does too. The ones that cannot fail (Namespace,
+// Usage, Limits, JournalStats, OpenReport, SetPrincipal) answer from
+// memory and touch no file either.
 func (s *Store) Close() error {
+	s.shut.Store(true)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrUnavailable
+		return s.errClosed()
 	}
 	s.closed = true
+	// A Restore holds the write stage off while it rewrites checkpoints and
+	// the journal's front: it must end before the journal closes.
+	for s.paused {
+		s.idle.Wait()
+	}
 	s.quietLocked(true)
 	s.stopping = true
 	s.helperWake.Signal()
@@ -284,10 +314,28 @@ func (s *Store) Close() error {
 	s.loops.Wait()
 	close(s.quit)
 	<-s.expiryDone
+	// Background checkpoints were started while the store was open; let
+	// them finish. Then wait out an explicit Checkpoint holding ckptMu:
+	// any that takes it later sees shut and refuses.
 	s.ckptWG.Wait()
+	s.ckptMu.Lock()
+	s.ckptMu.Unlock()
 	s.watches.Stop() // every watch gets STORE_CLOSED
 	err := s.jnl.Close()
 	return errors.Join(err, s.closeSettings(), s.lock.Release())
+}
+
+// errClosed is the answer of every call on a store that is closed or closing.
+func (s *Store) errClosed() error {
+	return newErr(Unavailable, "store", "the store in %s is closed", s.root)
+}
+
+// checkOpen fails with errClosed once Close has begun.
+func (s *Store) checkOpen() error {
+	if s.shut.Load() {
+		return s.errClosed()
+	}
+	return nil
 }
 
 // JournalStats returns the journal's counters since Open: writes, the
@@ -317,6 +365,9 @@ func (s *Store) Usage() (entries int, bytes int64, namespaces int) {
 // whose lease has lapsed reads as NOT_FOUND, and only after its EXPIRE is
 // committed.
 func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (Entry, error) {
+	if err := s.checkOpen(); err != nil {
+		return Entry{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Entry{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
 	}
@@ -389,6 +440,9 @@ type PutRequest struct {
 // holding the write is fsynced, or with an error, in which case nothing
 // changed.
 func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, error) {
+	if err := s.checkOpen(); err != nil {
+		return Entry{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Entry{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
 	}
@@ -421,6 +475,9 @@ type DeleteRequest struct {
 // Delete removes the entry and returns the namespace revision the deletion
 // produced. A missing key is NOT_FOUND.
 func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (uint64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
 	}

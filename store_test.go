@@ -324,11 +324,3 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		t.Fatalf("error %q does not say the store is locked", err)
 	}
 }
-
-func TestClosedStoreIsUnavailable(t *testing.T) {
-	f := newFixture(t)
-	f.s.Close()
-	_, err := f.put(alice, "user/alice", "k", docN(1), statestore.Expect{})
-	wantCode(t, err, statestore.Unavailable, "store")
-	f.s = nil
-}

@@ -34,7 +34,8 @@ func (ss *Session) Principal() Principal {
 }
 
 // Close ends the session (a disconnect): its watches are removed and
-// nothing more is delivered to its sink.
+// nothing more is delivered to its sink. On a closed store it only forgets
+// the session (Close already ended its watches); it never touches a file.
 func (ss *Session) Close() {
 	ss.s.sessMu.Lock()
 	delete(ss.s.sessions, ss)
@@ -49,14 +50,11 @@ func (ss *Session) Done() <-chan struct{} { return ss.reg.Done() }
 // OpenSession opens a session for p delivering through sink. Sink.Deliver
 // is called from one goroutine per session, in order.
 func (s *Store) OpenSession(p Principal, sink watch.Sink) (*Session, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
 	if sink == nil {
 		return nil, newErr(InvalidArgument, "sink", "a session needs a sink")
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return nil, newErr(Unavailable, "store", "the store is closed")
 	}
 	ss := &Session{s: s, reg: s.watches.OpenSession(p.ID, sink), p: p}
 	s.sessMu.Lock()
@@ -93,6 +91,9 @@ func entryWireBytes(e *Entry) int {
 // holds an expired entry. A snapshot over the entry or byte bound is
 // WATCH_TOO_BROAD and registers nothing.
 func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (WatchResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return WatchResult{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return WatchResult{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
 	}
@@ -190,6 +191,9 @@ func watchErr(err error, id string) error {
 
 // Unwatch removes a watch (UnwatchState).
 func (s *Store) Unwatch(ss *Session, watchID string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	if err := s.watches.Remove(ss.reg, watchID); err != nil {
 		return watchErr(err, watchID)
 	}
@@ -200,6 +204,9 @@ func (s *Store) Unwatch(ss *Session, watchID string) error {
 // (WatchStateAck), freeing buffer. A sequence never sent is
 // INVALID_ARGUMENT; an older one is harmless.
 func (s *Store) Ack(ss *Session, watchID string, applied uint64) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	if err := s.watches.Ack(ss.reg, watchID, applied); err != nil {
 		return watchErr(err, watchID)
 	}
@@ -210,7 +217,14 @@ func (s *Store) Ack(ss *Session, watchID string, applied uint64) error {
 // (the embedder revoked admin rights, say) and closes, with
 // AUTHORIZATION_LOST, each of their watches the new principal may no
 // longer read. revoked = true removes all rights (the principal is gone).
+// It returns how many watches it closed. It cannot fail while the store is
+// open, so it keeps its one result: once Close has begun there is no watch
+// left to close (Close ended them all with STORE_CLOSED), and it changes
+// nothing and returns 0.
 func (s *Store) SetPrincipal(id string, p Principal, revoked bool) int {
+	if s.shut.Load() {
+		return 0
+	}
 	s.sessMu.Lock()
 	for ss := range s.sessions {
 		ss.mu.Lock()
