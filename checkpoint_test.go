@@ -455,3 +455,38 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedImageIsNoFallback: after Open skipped a damaged image and
+// replayed the whole journal, the next checkpoint must not count that image
+// among the two it keeps, or the journal would be reclaimed up to it and
+// the records before it would live only in a damaged file.
+func TestDamagedImageIsNoFallback(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.SegmentSize = -1, 4<<10 })
+	workload(t, f, 200, 1)
+	if err := f.s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	workload(t, f, 50, 2)
+	f.s.Close()
+	f.s = nil
+	files, _ := checkpoint.List(filepath.Join(f.dir, statestore.StoreDirName))
+	if len(files) != 1 || f.journalFirst() != 1 {
+		t.Fatalf("%d images, journal from %d: the test wants one image and the whole journal", len(files), f.journalFirst())
+	}
+	corruptFile(t, files[0].Path, "flip")
+	f.open()
+	if err := f.s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if first := f.journalFirst(); first != 1 {
+		t.Fatalf("the journal was reclaimed to index %d behind the damaged image %s", first, filepath.Base(files[0].Path))
+	}
+	// Two good images: now the journal may go.
+	workload(t, f, 50, 3)
+	if err := f.s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if first := f.journalFirst(); first == 1 {
+		t.Fatal("with two good images the journal should have been reclaimed")
+	}
+}

@@ -79,6 +79,7 @@ func (s *Store) loadCheckpoint(journalFirst uint64) (*materialize.View, uint64, 
 		}
 		if err != nil {
 			rep.Skipped = append(rep.Skipped, err)
+			s.unloadable[f.Path] = true
 			s.log.Warn("state store: skipping checkpoint", "path", f.Path, "err", err)
 			continue
 		}
@@ -224,9 +225,19 @@ func (s *Store) writeCheckpointLocked() error {
 // to the older of them: the journal must still be able to carry the older
 // image forward if the newer one turns out unreadable.
 func (s *Store) pruneCheckpoints() error {
-	files, err := checkpoint.List(s.root)
+	all, err := checkpoint.List(s.root)
 	if err != nil {
 		return err
+	}
+	// An image Open could not load is no fallback: counting it among the
+	// two kept would let the journal be reclaimed up to it, so that the
+	// records before it lived only in a damaged file. It stays where it
+	// is (kpjournal repair moves it aside) and is not counted.
+	var files []checkpoint.File
+	for _, f := range all {
+		if !s.unloadable[f.Path] {
+			files = append(files, f)
+		}
 	}
 	if len(files) > keepCheckpoints {
 		// No directory fsync for the removals: an image that reappears

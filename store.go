@@ -86,8 +86,9 @@ type Store struct {
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
 
-	ckptMu      sync.Mutex  // one checkpoint writer at a time
-	ckptRunning atomic.Bool // a background checkpoint is in flight
+	ckptMu      sync.Mutex      // one checkpoint writer at a time
+	unloadable  map[string]bool // images Open skipped as damaged; set by Open, read-only after
+	ckptRunning atomic.Bool     // a background checkpoint is in flight
 	// ckptMark is the value journal Stats().Bytes had (or would have had)
 	// when no journal byte followed the newest checkpoint: Stats().Bytes -
 	// ckptMark is the journal after the newest image. Stats() counts from
@@ -155,7 +156,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Field: "Limits", Message: err.Error(), Err: err}
 	}
-	s := &Store{opts: opts, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
+	s := &Store{opts: opts, unloadable: map[string]bool{}, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
 		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1)}
 	s.helperWake = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
