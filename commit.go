@@ -97,7 +97,7 @@ func (s *Store) submit(o *op) (Entry, error) {
 		s.mu.Unlock()
 		return Entry{}, newErr(Unavailable, "store", "the store is closed")
 	}
-	queued := time.Now()
+	queued := monoNow()
 	s.queue = append(s.queue, o)
 	s.driveLocked(o)
 	s.mu.Unlock()
@@ -292,9 +292,9 @@ func (s *Store) syncRound(round []*batch, poisoned bool) (stillPoisoned, publish
 	var serr error
 	durable := upTo
 	if upTo > 0 {
-		start := time.Now()
+		start := monoNow()
 		serr = s.jnl.Sync(upTo)
-		s.metrics.synced(time.Since(start), records)
+		s.metrics.synced(monoNow()-start, records)
 		if serr != nil {
 			durable = s.jnl.LastIndex()
 			serr = &Error{Code: Storage, Field: "journal", Message: serr.Error(), Err: serr}

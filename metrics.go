@@ -207,10 +207,20 @@ func clampCode(c Code) int {
 	return int(c)
 }
 
-// answered records a pipeline op's latency from when it was queued.
-func (m *metrics) answered(o *op, queued time.Time) {
+// epoch anchors monoNow.
+var epoch = time.Now()
+
+// monoNow is a monotonic timestamp for latencies. time.Since on a time
+// holding a monotonic reading reads only the monotonic clock: half the
+// cost of time.Now, which reads the wall clock too (about 30 ns against
+// 70-170 ns on the virtual machines measured).
+func monoNow() time.Duration { return time.Since(epoch) }
+
+// answered records a pipeline op's latency from when it was queued (a
+// monoNow reading).
+func (m *metrics) answered(o *op, queued time.Duration) {
 	if o.kind != opExpire && o.err == nil {
-		m.commit.ObserveDuration(time.Since(queued))
+		m.commit.ObserveDuration(monoNow() - queued)
 	}
 }
 

@@ -3,6 +3,8 @@ package promstats_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
@@ -277,6 +280,34 @@ func TestRootDoesNotImportPrometheus(t *testing.T) {
 	for _, dep := range strings.Fields(deps) {
 		if strings.HasPrefix(dep, "github.com/prometheus/") || dep == "github.com/keeppeek/statestore/promstats" {
 			t.Errorf("the statestore package depends on %s", dep)
+		}
+	}
+}
+
+// BenchmarkScrape is one scrape of a store holding 127 entries in 127
+// namespaces: Stats (which lists the journal directory and walks the
+// namespace counters) and the text encoding, as promhttp serves it.
+func BenchmarkScrape(b *testing.B) {
+	s, err := statestore.Open(statestore.Options{Dir: b.TempDir(), CheckpointBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 127 {
+		p := statestore.Principal{ID: fmt.Sprintf("owner-%03d", i)}
+		if _, err := s.Put(ctx, p, statestore.PutRequest{Namespace: "user/" + p.ID, Key: "k", Schema: schema.MediaIntentV1, Document: []byte(doc)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promstats.ForStore(s))
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("scrape: %d", rec.Code)
 		}
 	}
 }
