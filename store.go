@@ -113,8 +113,8 @@ type Store struct {
 	expiryDone    chan struct{}
 
 	openReport OpenReport
-	settings *settingsBackend // nil without Options.Settings
-	metrics  *metrics
+	settings   *settingsBackend // nil without Options.Settings
+	metrics    *metrics
 }
 
 // OpenReport tells what Open had to do besides replaying.

@@ -17,6 +17,20 @@ func want(st watch.Stats, closed map[watch.Reason]uint64) watch.Stats {
 	return st
 }
 
+// publishSettled opens a session with one watch on "ns", lets prepare set
+// up its sink, publishes n updates in one call, settles delivery and
+// returns the registry's stats.
+func publishSettled(e *env, n int, prepare func(*recSink)) watch.Stats {
+	s, sink := e.session("p")
+	if prepare != nil {
+		prepare(sink)
+	}
+	e.add(s, "w", "ns", "")
+	e.r.Publish(puts("ns", "k", 0, n))
+	e.drain(s, sink)
+	return e.r.Stats()
+}
+
 // TestStatsMove drives each event the registry counts and checks every
 // counter, so a counter that fails to move, or moves for the wrong event,
 // fails. e.drain settles delivery with a barrier watch, which adds one
@@ -30,13 +44,7 @@ func TestStatsMove(t *testing.T) {
 	}{
 		{
 			name: "updates delivered",
-			run: func(e *env) watch.Stats {
-				s, sink := e.session("p")
-				e.add(s, "w", "ns", "")
-				e.r.Publish(puts("ns", "k", 0, 3))
-				e.drain(s, sink)
-				return e.r.Stats()
-			},
+			run:  func(e *env) watch.Stats { return publishSettled(e, 3, nil) },
 			want: want(watch.Stats{Open: 1, Sessions: 1, Added: 2, Unwatched: 1, Enqueued: 3, Delivered: 3}, nil),
 		},
 		{
@@ -45,13 +53,7 @@ func TestStatsMove(t *testing.T) {
 			// the close drops them, and the third is never enqueued.
 			name:   "buffer overflow drops the update that overflowed and the queued ones",
 			limits: watch.Limits{MaxUnacked: 2},
-			run: func(e *env) watch.Stats {
-				s, sink := e.session("p")
-				e.add(s, "w", "ns", "")
-				e.r.Publish(puts("ns", "k", 0, 3))
-				e.drain(s, sink)
-				return e.r.Stats()
-			},
+			run:    func(e *env) watch.Stats { return publishSettled(e, 3, nil) },
 			want: want(watch.Stats{Sessions: 1, Added: 2, Unwatched: 1, Enqueued: 2, Dropped: 3, Overflowed: 1},
 				map[watch.Reason]uint64{watch.BufferOverflow: 1}),
 		},
@@ -74,17 +76,7 @@ func TestStatsMove(t *testing.T) {
 		{
 			name: "an update the sink refuses is dropped, and so are the ones behind it",
 			run: func(e *env) watch.Stats {
-				s, sink := e.session("p")
-				sink.setFail(func(m watch.Message) error {
-					if u, ok := m.(*watch.Update); ok && u.Sequence == 2 {
-						return errRefused
-					}
-					return nil
-				})
-				e.add(s, "w", "ns", "")
-				e.r.Publish(puts("ns", "k", 0, 4))
-				e.drain(s, sink)
-				return e.r.Stats()
+				return publishSettled(e, 4, func(sink *recSink) { sink.refuseUpdate(2) })
 			},
 			want: want(watch.Stats{Sessions: 1, Added: 2, Unwatched: 1, Enqueued: 4, Delivered: 1, Dropped: 3},
 				map[watch.Reason]uint64{watch.BufferOverflow: 1}),

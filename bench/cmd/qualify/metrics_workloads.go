@@ -50,11 +50,7 @@ func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
 	}
 	var sides [2]*side
 	for i, name := range []string{nameDurableCASUnscraped, nameDurableCASMetrics} {
-		dir, err := env.Scratch(name)
-		if err != nil {
-			return nil, err
-		}
-		s, err := statestore.Open(statestore.Options{Dir: dir})
+		s, err := openScratch(env, name, statestore.Options{})
 		if err != nil {
 			return nil, err
 		}
