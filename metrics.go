@@ -71,6 +71,11 @@ const (
 // Stats is a snapshot of what a store has done since Open, for operators.
 // Durations in histograms are in nanoseconds. A Stats built by
 // FailedOpenStats has only State, Failure and FailureMessage set.
+//
+// Writes to settings-backed namespaces (Options.Settings) count in
+// WritesCommitted and WritesRefused; the commit pipeline's histograms,
+// Journal and Quota describe the journal-backed store, which is all that
+// goes through the journal.
 type Stats struct {
 	State OpenState
 	// Failure and FailureMessage say why Open failed (StateFailed only).
