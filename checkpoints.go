@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/journal"
@@ -211,9 +212,11 @@ func (s *Store) writeCheckpoint() error {
 	return s.writeCheckpointLocked()
 }
 
-func (s *Store) writeCheckpointLocked() error {
+func (s *Store) writeCheckpointLocked() (err error) {
+	start := time.Now()
 	mark := int64(s.jnl.Stats().Bytes)
 	v, idx := s.snapshot()
+	defer func() { s.metrics.checkpointed(idx, start, s.clock.Now(), err) }()
 	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(idx)), v, idx, s.clock.Now().UnixMilli()); err != nil {
 		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
 	}

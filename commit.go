@@ -97,10 +97,12 @@ func (s *Store) submit(o *op) (Entry, error) {
 		s.mu.Unlock()
 		return Entry{}, s.errClosed()
 	}
+	queued := monoNow()
 	s.queue = append(s.queue, o)
 	s.driveLocked(o)
 	s.mu.Unlock()
 	<-o.done
+	s.metrics.answered(o, queued)
 	return o.res, o.err
 }
 
@@ -171,6 +173,7 @@ func (s *Store) writeStageLocked() {
 	s.mu.Unlock()
 
 	b := s.admitBatch(ops)
+	s.metrics.batchOps.Observe(int64(len(ops)))
 	err := s.writeBatch(b)
 
 	s.mu.Lock()
@@ -279,15 +282,20 @@ func (s *Store) admitBatch(ops []*op) *batch {
 // published and any lease changed.
 func (s *Store) syncRound(round []*batch, poisoned bool) (stillPoisoned, published, leases bool) {
 	var upTo uint64
+	records := 0
 	for _, b := range round {
 		if b.err == nil {
 			upTo = max(upTo, b.last)
+			records += len(b.recs)
 		}
 	}
 	var serr error
 	durable := upTo
 	if upTo > 0 {
-		if serr = s.jnl.Sync(upTo); serr != nil {
+		start := monoNow()
+		serr = s.jnl.Sync(upTo)
+		s.metrics.synced(monoNow()-start, records)
+		if serr != nil {
 			durable = s.jnl.LastIndex()
 			serr = &Error{Code: Storage, Field: "journal", Message: serr.Error(), Err: serr}
 		}

@@ -114,4 +114,10 @@
 //
 // Every error the store returns is an *Error carrying a Code, usable with
 // errors.Is against the Err* sentinels.
+//
+// Store.Stats is the operator view: commit and fdatasync latency, batch
+// sizes, writes refused by code, watches, quota use, checkpoints and the
+// journal on disk, counted with atomics on the commit path (see
+// metrics.go); FailedOpenStats gives the same view for an Open that
+// failed. Package promstats exports it to Prometheus.
 package statestore

@@ -127,8 +127,8 @@ type Store struct {
 	expiryDone    chan struct{}
 
 	openReport OpenReport
-
-	settings *settingsBackend // nil without Options.Settings
+	settings   *settingsBackend // nil without Options.Settings
+	metrics    *metrics
 }
 
 // OpenReport tells what Open had to do besides replaying.
@@ -157,7 +157,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, &Error{Code: InvalidArgument, Field: "Limits", Message: err.Error(), Err: err}
 	}
 	s := &Store{opts: opts, unloadable: map[string]bool{}, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
-		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1)}
+		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1), metrics: newMetrics()}
 	s.helperWake = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
 	if s.clock == nil {
@@ -440,7 +440,8 @@ type PutRequest struct {
 // committed. The owner is always p. It returns only after the journal batch
 // holding the write is fsynced, or with an error, in which case nothing
 // changed.
-func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, error) {
+func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, err error) {
+	defer func() { s.metrics.wrote(err) }()
 	if err := s.checkOpen(); err != nil {
 		return Entry{}, err
 	}
@@ -475,7 +476,8 @@ type DeleteRequest struct {
 
 // Delete removes the entry and returns the namespace revision the deletion
 // produced. A missing key is NOT_FOUND.
-func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (uint64, error) {
+func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (_ uint64, err error) {
+	defer func() { s.metrics.wrote(err) }()
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}

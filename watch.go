@@ -90,7 +90,8 @@ func entryWireBytes(e *Entry) int {
 // Leases already due are expired (journaled) first, so a snapshot never
 // holds an expired entry. A snapshot over the entry or byte bound is
 // WATCH_TOO_BROAD and registers nothing.
-func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (WatchResult, error) {
+func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (_ WatchResult, err error) {
+	defer func() { s.metrics.watched(err) }()
 	if err := s.checkOpen(); err != nil {
 		return WatchResult{}, err
 	}
@@ -166,9 +167,13 @@ func (s *Store) register(ss *Session, req WatchRequest, rev uint64, entries []*E
 		return WatchResult{}, watchErr(err, req.WatchID)
 	}
 	res := WatchResult{SnapshotRevision: rev, Entries: make([]Entry, len(entries))}
+	size := 0
 	for i, e := range entries {
 		res.Entries[i] = copyEntry(e)
+		size += entryWireBytes(e)
 	}
+	s.metrics.snapEntries.Observe(int64(len(entries)))
+	s.metrics.snapBytes.Observe(int64(size))
 	return res, nil
 }
 

@@ -68,6 +68,16 @@ func (s *recSink) block() (entered <-chan struct{}, release func()) {
 	}
 }
 
+// refuseUpdate makes the sink refuse the update with sequence seq.
+func (s *recSink) refuseUpdate(seq uint64) {
+	s.setFail(func(m watch.Message) error {
+		if u, ok := m.(*watch.Update); ok && u.Sequence == seq {
+			return errRefused
+		}
+		return nil
+	})
+}
+
 func (s *recSink) setFail(f func(watch.Message) error) {
 	s.mu.Lock()
 	s.fail = f

@@ -42,6 +42,8 @@ type Registry struct {
 	deadline time.Duration
 	scratch  []*watch
 
+	ctr counters
+
 	kick      chan struct{} // tells the timer goroutine that deadline changed
 	quit      chan struct{}
 	timerDone chan struct{}
@@ -148,6 +150,7 @@ func (r *Registry) Add(s *Session, requestID uint64, watchID, namespace, prefix 
 	r.byNS[namespace] = append(ws, w)
 	s.watches[watchID] = w
 	r.count++
+	r.ctr.added.Add(1)
 	s.push(item{w: w, kind: itemSnapshot, msg: &Snapshot{RequestID: requestID, WatchID: watchID,
 		Namespace: namespace, KeyPrefix: prefix, SnapshotRevision: snapRev, Entries: entries}})
 	return nil
@@ -229,6 +232,8 @@ func (r *Registry) Publish(events []Event) {
 				continue
 			}
 			if q := w.queued.Load(); w.seq-w.acked >= bound || int(q) >= r.lim.MaxUnacked {
+				r.ctr.overflowed.Add(1)
+				r.ctr.dropped.Add(1)
 				r.closeLocked(w, BufferOverflow, fmt.Sprintf(
 					"update buffer full: %d unacknowledged updates (limit %d), %d undelivered", w.seq-w.acked, bound, q))
 				continue
@@ -251,6 +256,7 @@ func (r *Registry) Publish(events []Event) {
 				u.Entry = ev.Entry
 			}
 			w.queued.Add(1)
+			r.ctr.enqueued.Add(1)
 			w.s.push(item{w: w, kind: itemUpdate, msg: u})
 		}
 	}
@@ -358,8 +364,11 @@ func (r *Registry) closeLocked(w *watch, reason Reason, msg string) {
 	for _, it := range s.queue {
 		if it.w != w || it.kind != itemUpdate {
 			q = append(q, it)
+		} else {
+			r.ctr.dropped.Add(1)
 		}
 	}
+	r.ctr.ended(reason)
 	clear(s.queue[len(q):])
 	s.queue = q
 	if reason != 0 {

@@ -424,12 +424,7 @@ func TestSinkFailureOnSnapshot(t *testing.T) {
 func TestSinkFailureOnUpdate(t *testing.T) {
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
-	sink.setFail(func(m watch.Message) error {
-		if u, ok := m.(*watch.Update); ok && u.Sequence == 2 {
-			return errRefused
-		}
-		return nil
-	})
+	sink.refuseUpdate(2)
 	e.add(s, "w", "ns", "")
 	e.r.Publish(puts("ns", "k", 0, 4))
 	wantSnapshot(t, sink.next(t), "w")

@@ -73,6 +73,8 @@ func (s *Session) Close() {
 	for _, w := range s.watches {
 		r.unindexLocked(w)
 	}
+	r.ctr.disconnected.Add(uint64(len(s.watches)))
+	r.ctr.droppedUpdates(s.queue)
 	clear(s.watches)
 	clear(s.queue)
 	s.queue = nil
@@ -122,19 +124,29 @@ func (s *Session) run() {
 		}
 		batch, s.queue = s.queue, batch
 		r.mu.Unlock()
-		for _, it := range batch {
+		for i, it := range batch {
 			if s.closed.Load() {
+				// Swapped out before Close, so Close did not count these.
+				r.ctr.droppedUpdates(batch[i:])
 				break
 			}
 			if it.kind == itemUpdate {
 				if it.w.closed.Load() {
+					r.ctr.dropped.Add(1)
 					continue
 				}
 				// Handed to the Sink now: it no longer occupies our queue.
 				it.w.queued.Add(-1)
 			}
-			if err := s.sink.Deliver(it.msg); err != nil && it.kind != itemClosed {
+			err := s.sink.Deliver(it.msg)
+			switch {
+			case err != nil && it.kind == itemUpdate:
+				r.ctr.dropped.Add(1)
 				r.deliveryFailed(it, err)
+			case err != nil && it.kind != itemClosed:
+				r.deliveryFailed(it, err)
+			case err == nil && it.kind == itemUpdate:
+				r.ctr.delivered.Add(1)
 			}
 		}
 	}

@@ -26,14 +26,18 @@ then closed, reopened and its journal replayed, and its entries are listed with 
 Last, a backup taken while the store serves is restored into a second directory and compared entry
 by entry. It takes a few seconds, most of them waiting for leases to lapse. Without --dir the store
 lives in a temporary directory removed afterwards; with --dir it stays there for the other commands
-to inspect, so DIR must not already hold a store.`
+to inspect, so DIR must not already hold a store. With --metrics-listen the store's Prometheus
+metrics are served at http://ADDR/metrics throughout, and at the end the demo keeps its last store
+open, a worker renewing its lease every second, until interrupted.`
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	c := newCLI("demo", "[--dir DIR]", demoAbout, []string{
+	c := newCLI("demo", "[--dir DIR] [--metrics-listen ADDR]", demoAbout, []string{
 		"kpjournal demo",
 		"kpjournal demo --dir /tmp/kp-demo && kpjournal dump --dir /tmp/kp-demo",
+		"kpjournal demo --metrics-listen :9464",
 	}, stdout, stderr)
 	c.fs.StringVar(&c.dir, "dir", "", "directory to build the demo's store in, holding no store yet (default: a new temporary directory, removed afterwards)")
+	listen := c.fs.String("metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics during the demo and, after it, until interrupted; a bare :PORT listens on 127.0.0.1 only")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -53,7 +57,19 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(tmp)
 		d = tmp
 	}
-	if err := demo(d, stdout); err != nil {
+	var hooks demoHooks
+	if *listen != "" {
+		m, err := startMetrics(*listen)
+		if err != nil {
+			return c.fail(exitUsage, "%v", err)
+		}
+		defer m.stop()
+		fmt.Fprintf(stdout, "metrics: %s\n", m.URL())
+		ctx, stop := stopContext()
+		defer stop()
+		hooks = demoHooks{opened: m.opened, done: func(s *statestore.Store) error { return m.linger(ctx, s, stdout) }}
+	}
+	if err := demo(d, stdout, hooks); err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
 	return exitOK
@@ -63,9 +79,10 @@ func intent(source string, priority int) []byte {
 	return fmt.Appendf(nil, `{"role":"publish","desired":true,"source_id":%q,"media_kind":"video","variant_id":"browser-h264-720p","priority":%d,"recording_mode":"disabled"}`, source, priority)
 }
 
-func demo(dir string, out io.Writer) error {
+func demo(dir string, out io.Writer, hooks demoHooks) error {
 	ctx := context.Background()
 	s, err := statestore.Open(statestore.Options{Dir: dir})
+	hooks.onOpen(s, err)
 	if err != nil {
 		return err
 	}
@@ -117,6 +134,7 @@ func demo(dir string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "\nstore closed; reopening and replaying the journal")
 	s, err = statestore.Open(statestore.Options{Dir: dir})
+	hooks.onOpen(s, err)
 	if err != nil {
 		return err
 	}
@@ -143,7 +161,10 @@ func demo(dir string, out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return demoBackup(dir, s, out)
+	if err := demoBackup(dir, s, out); err != nil {
+		return err
+	}
+	return hooks.onDone(s)
 }
 
 const demoLeaseKey = "leases/front-door-video-browser-h264-720p"

@@ -53,14 +53,21 @@ func (o *casOwner) cas(s *statestore.Store) error {
 	return nil
 }
 
-// runSerialCAS is the specification's serial workload: env.Ops operations
-// cycling over 127 owners (30 rounds at the default 3,810).
-func runSerialCAS(env *Env, name string, noSync bool) ([]harness.Result, error) {
+// openScratch opens a store with opts in a fresh scratch directory named
+// for the workload.
+func openScratch(env *Env, name string, opts statestore.Options) (*statestore.Store, error) {
 	dir, err := env.Scratch(name)
 	if err != nil {
 		return nil, err
 	}
-	s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: noSync})
+	opts.Dir = dir
+	return statestore.Open(opts)
+}
+
+// runSerialCAS is the specification's serial workload: env.Ops operations
+// cycling over 127 owners (30 rounds at the default 3,810).
+func runSerialCAS(env *Env, name string, noSync bool) ([]harness.Result, error) {
+	s, err := openScratch(env, name, statestore.Options{NoSync: noSync})
 	if err != nil {
 		return nil, err
 	}

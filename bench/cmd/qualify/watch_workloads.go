@@ -120,11 +120,7 @@ func runWatchFanout(env *Env) ([]harness.Result, error) {
 // runOneEntrySnapshot times WatchState on a prefix holding one entry (the
 // watch is removed again after each).
 func runOneEntrySnapshot(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameOneEntrySnapshot)
-	if err != nil {
-		return nil, err
-	}
-	s, err := statestore.Open(statestore.Options{Dir: dir})
+	s, err := openScratch(env, nameOneEntrySnapshot, statestore.Options{})
 	if err != nil {
 		return nil, err
 	}

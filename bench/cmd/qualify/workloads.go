@@ -18,6 +18,7 @@ const casKeys = 127
 // env.Payload for sizing so that the command-line flags apply.
 var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
+	{name: nameDurableCASMetrics, run: runDurableCASMetrics},
 	{name: harness.NameRawAppend, run: runRawAppend},
 	{name: nameMemoryCAS, run: runMemoryCAS},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},

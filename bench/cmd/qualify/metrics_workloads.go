@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/promstats"
+)
+
+// Names of the metrics workload's rows.
+const (
+	nameDurableCASMetrics   = "durable_cas_metrics"
+	nameDurableCASUnscraped = "durable_cas_unscraped"
+)
+
+// scrapeEvery is how often durable_cas_metrics scrapes: a Prometheus
+// server scrapes every 15 s or so, this is 150 times as often.
+const scrapeEvery = 100 * time.Millisecond
+
+// runDurableCASMetrics measures what serving Prometheus metrics costs the
+// serial durable CAS workload. The store records its metrics on every
+// commit whether or not anyone reads them (atomics, no switch), so that
+// cost is in every durable_cas row; what an embedder turns on is a
+// registry that scrapes them. Two stores each run the durable_cas workload
+// (env.Ops compare-and-sets over 127 owners), in alternating rounds of one
+// write per owner, each side first in every other round, so that disk
+// drift and ordering during the run fall on both alike;
+// while the scraped store's rounds run, another goroutine scrapes its
+// collector through promhttp (Stats, then text encoding) every
+// scrapeEvery. Rows: durable_cas_metrics (scraped) and
+// durable_cas_unscraped (the same writes, nobody scraping), whose p50
+// ratio is in the scraped row's note.
+func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
+	type side struct {
+		name   string
+		s      *statestore.Store
+		owners []*casOwner
+		lat    *harness.Latencies
+		ops    int
+		busy   time.Duration
+	}
+	var sides [2]*side
+	for i, name := range []string{nameDurableCASUnscraped, nameDurableCASMetrics} {
+		s, err := openScratch(env, name, statestore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		sides[i] = &side{name: name, s: s, owners: newOwners(casKeys), lat: harness.NewLatencies(env.Ops)}
+	}
+	scraped := sides[1]
+
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(promstats.ForStore(scraped.s)); err != nil {
+		return nil, err
+	}
+	handler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.PanicOnError})
+	var (
+		scraping atomic.Bool
+		scrapes  atomic.Int64
+		quit     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(scrapeEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				if !scraping.Load() {
+					continue
+				}
+				rec := httptest.NewRecorder()
+				handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				if rec.Code == http.StatusOK && rec.Body.Len() > 0 {
+					scrapes.Add(1)
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(quit)
+		wg.Wait()
+	}()
+
+	for k, done := 0, 0; done < env.Ops; k++ {
+		round := min(casKeys, env.Ops-done)
+		// Each side goes first in every other round: the side that runs
+		// second always follows the other store's fdatasync.
+		order := sides
+		if k%2 == 1 {
+			order = [2]*side{sides[1], sides[0]}
+		}
+		for _, sd := range order {
+			scraping.Store(sd == scraped)
+			start := time.Now()
+			for i := range round {
+				t0 := time.Now()
+				if err := sd.owners[(done+i)%casKeys].cas(sd.s); err != nil {
+					return nil, fmt.Errorf("%s: op %d: %w", sd.name, done+i, err)
+				}
+				sd.lat.Record(time.Since(t0))
+			}
+			sd.busy += time.Since(start)
+			sd.ops += round
+		}
+		done += round
+	}
+	scraping.Store(false)
+
+	out := make([]harness.Result, len(sides))
+	for i, sd := range sides {
+		r := harness.Result{Name: sd.name, Writers: 1, OpsPerS: float64(sd.ops) / sd.busy.Seconds()}
+		sd.lat.Fill(&r)
+		r.Note = fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sd.ops, casKeys, harness.DocBytes, sides[1-i].name)
+		out[i] = r
+	}
+	m := &out[1]
+	if n := scrapes.Load(); n == 0 {
+		return out, fmt.Errorf("%s: no scrape completed during the run", nameDurableCASMetrics)
+	}
+	m.Note += fmt.Sprintf(", %d scrapes every %v, p50 ratio to unscraped %.3fx", scrapes.Load(), scrapeEvery, m.P50us/out[0].P50us)
+	return out, nil
+}
