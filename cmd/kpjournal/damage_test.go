@@ -360,6 +360,9 @@ func TestDamagedCheckpointWayOut(t *testing.T) {
 		if code, out, errs := kp(t, "backup", "--dir", ts.dir, "--out", filepath.Join(t.TempDir(), "b.kpbak")); code != exitOK {
 			t.Fatalf("backup exit %d: %s%s", code, out, errs)
 		}
+		if code, out, errs := kp(t, "replay", "--dir", ts.dir); code != exitOK || !strings.Contains(errs, "does not load") || !strings.Contains(errs, "replaying the journal from index 1") {
+			t.Fatalf("replay exit %d, want it to say it replays from index 1: %s%s", code, out, errs)
+		}
 		code, out, errs := kp(t, "repair", "--dir", ts.dir, "--yes")
 		if code != exitOK || !strings.Contains(out, "moved a damaged checkpoint to "+filepath.Join(ts.root(), "quarantine", ckpts[0].Name())) {
 			t.Fatalf("repair exit %d: %s%s", code, out, errs)

@@ -38,8 +38,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		ee := err.(*exitError)
 		return c.fail(ee.code, "%s", ee.msg)
 	}
+	from := "replaying the journal from index 1"
+	if st.base != nil {
+		from = "using the older " + st.base.Name()
+	}
 	for _, ck := range st.skipped {
-		fmt.Fprintf(stderr, "kpjournal replay: checkpoint %s does not load (%v); using an older image\n", ck.Name(), ck.Err)
+		fmt.Fprintf(stderr, "kpjournal replay: checkpoint %s does not load (%v); %s\n", ck.Name(), ck.Err, from)
 	}
 	if st.torn != nil {
 		fmt.Fprintf(stderr, "kpjournal replay: left out a torn final record at index %s (%s, offset %d): %s\n",
