@@ -18,4 +18,7 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+tool google.golang.org/protobuf/cmd/protoc-gen-go

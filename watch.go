@@ -81,17 +81,11 @@ type WatchResult struct {
 	Entries          []Entry
 }
 
-// entryWireBytes estimates an entry's encoded size in a snapshot response:
-// its strings and document plus the fixed-size fields and framing.
-func entryWireBytes(e *Entry) int {
-	const fixed = 64 // revision, three timestamps, field tags and lengths
-	return fixed + len(e.Namespace) + len(e.Key) + len(e.Schema) + len(e.Owner) + len(e.Document)
-}
-
 // Watch atomically registers a watch and captures every matching entry.
 // Leases already due are expired (journaled) first, so a snapshot never
-// holds an expired entry. A snapshot over the entry or byte bound is
-// WATCH_TOO_BROAD and registers nothing.
+// holds an expired entry. A snapshot over the entry bound, or whose answer
+// (the whole encoded ServerMessage, see wiresize.go) is over the byte
+// bound, is WATCH_TOO_BROAD and registers nothing.
 func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (WatchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return WatchResult{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
@@ -113,15 +107,15 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (Watch
 		v := s.view.Load()
 		now := s.clock.Now().UnixMilli()
 		var entries []*materialize.Entry
-		due, size := false, 0
+		due := false
+		bound := snapshotBound{maxEntries: s.limits.MaxSnapshotEntries, maxBytes: s.limits.MaxSnapshotBytes}
 		v.Ascend(req.Namespace, req.KeyPrefix, func(e *Entry) bool {
 			if e.ExpiresMs != 0 && now >= e.ExpiresMs {
 				due = true
 				return false
 			}
 			entries = append(entries, e)
-			size += entryWireBytes(e)
-			return len(entries) <= s.limits.MaxSnapshotEntries && size <= s.limits.MaxSnapshotBytes
+			return bound.add(e)
 		})
 		if due {
 			// Commit the lapsed leases' EXPIREs, then capture again.
@@ -131,15 +125,11 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (Watch
 			}
 			continue
 		}
-		if len(entries) > s.limits.MaxSnapshotEntries {
-			s.pubMu.Unlock()
-			return WatchResult{}, newErr(WatchTooBroad, "watch snapshot entries", "more than %d entries match namespace %q prefix %q; narrow the prefix", s.limits.MaxSnapshotEntries, req.Namespace, req.KeyPrefix)
-		}
-		if size > s.limits.MaxSnapshotBytes {
-			s.pubMu.Unlock()
-			return WatchResult{}, newErr(WatchTooBroad, "watch snapshot bytes", "matching entries encode to more than %d bytes; narrow the prefix", s.limits.MaxSnapshotBytes)
-		}
 		rev := v.Namespace(req.Namespace).Revision
+		if err := bound.check(req, rev); err != nil {
+			s.pubMu.Unlock()
+			return WatchResult{}, err
+		}
 		err := s.watches.Add(ss.reg, req.RequestID, req.WatchID, req.Namespace, req.KeyPrefix, rev, entries)
 		s.pubMu.Unlock()
 		if err != nil {
