@@ -93,7 +93,9 @@ func rawSession(t *testing.T, srv *dispatch.Server, p statestore.Principal, maxF
 	return cliSide, served
 }
 
-func rawFrame(payload []byte) []byte { return append(protowire.AppendVarint(nil, uint64(len(payload))), payload...) }
+func rawFrame(payload []byte) []byte {
+	return append(protowire.AppendVarint(nil, uint64(len(payload))), payload...)
+}
 
 // TestBadInputGetsItsDocumentedAnswer writes each kind of bad input on a
 // session that also holds a watch, and checks the answer, that the session
