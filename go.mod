@@ -11,6 +11,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.14.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -18,7 +19,6 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go

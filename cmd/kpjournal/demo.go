@@ -102,6 +102,9 @@ func demo(dir string, out io.Writer) error {
 	if err := demoWatch(s, out); err != nil {
 		return err
 	}
+	if err := demoWire(dir, out); err != nil {
+		return err
+	}
 	if err := s.Close(); err != nil {
 		return err
 	}
