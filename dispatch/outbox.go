@@ -14,22 +14,32 @@ var errOutboxFull = errors.New("outbound queue full: the peer is not reading")
 // errOutboxClosed refuses anything once the session is ending.
 var errOutboxClosed = errors.New("session ended")
 
-// outbox is the session's one ordered outbound queue, drained by the writer
-// goroutine. limit bounds answers and updates; snapshots and closures may
+// outbox is the session's one ordered outbound channel. Messages are sent
+// by one goroutine at a time (the sending token), in the order they were
+// accepted: normally the writer goroutine (run) drains the queue, but an
+// answer that finds the queue empty and nobody sending is sent by its own
+// goroutine, saving a hand-off per request.
+//
+// limit bounds answers and updates in the queue; snapshots and closures may
 // use margin more, because refusing them would leave a WatchState
 // unanswered or a closure unreported.
 type outbox struct {
+	send   func(*pb.ServerMessage) error
+	onFail func() // called once when a send fails
+
 	mu            sync.Mutex
 	room, ready   sync.Cond
 	q             []*pb.ServerMessage
 	head          int
 	limit, margin int
-	closed        bool // nothing more is accepted
-	abandoned     bool // and what is queued is dropped
+	sending       bool  // the token: someone is inside send
+	closed        bool  // nothing more is accepted
+	abandoned     bool  // and what is queued is dropped
+	err           error // the failed send's error
 }
 
-func newOutbox(limit, margin int) *outbox {
-	o := &outbox{limit: limit, margin: margin}
+func newOutbox(limit, margin int, send func(*pb.ServerMessage) error, onFail func()) *outbox {
+	o := &outbox{limit: limit, margin: margin, send: send, onFail: onFail}
 	o.room.L, o.ready.L = &o.mu, &o.mu
 	return o
 }
@@ -51,22 +61,44 @@ func (o *outbox) pushLocked(m *pb.ServerMessage) {
 }
 
 // reply queues an answer, waiting for room. queued, if not nil, runs once
-// the answer is queued and before the writer can take it, so that the
-// request leaves flight before the client can see its answer.
+// the answer is accepted and before it can be sent, so that the request
+// leaves flight before the client can see its answer.
 func (o *outbox) reply(m *pb.ServerMessage, queued func()) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	for !o.closed && o.lenLocked() >= o.limit {
 		o.room.Wait()
 	}
 	if o.closed {
+		o.mu.Unlock()
 		return errOutboxClosed
 	}
-	o.pushLocked(m)
 	if queued != nil {
 		queued()
 	}
+	if o.sending || o.lenLocked() > 0 {
+		o.pushLocked(m)
+		o.mu.Unlock()
+		return nil
+	}
+	// Idle: send it here, holding the token.
+	o.sending = true
+	o.mu.Unlock()
+	o.sent(o.send(m))
 	return nil
+}
+
+// sent returns the token after a send.
+func (o *outbox) sent(err error) {
+	o.mu.Lock()
+	o.sending = false
+	if err != nil && o.err == nil {
+		o.err = err
+		o.closed, o.abandoned = true, true
+		o.room.Broadcast()
+		defer o.onFail()
+	}
+	o.ready.Broadcast()
+	o.mu.Unlock()
 }
 
 // offer queues a watch update if there is room.
@@ -101,25 +133,40 @@ func (o *outbox) force(m *pb.ServerMessage, queued func()) error {
 	return nil
 }
 
-// next returns the oldest queued message, waiting for one; false once the
-// outbox is closed and drained, or abandoned.
-func (o *outbox) next() (*pb.ServerMessage, bool) {
+// run is the writer goroutine: it sends queued messages until the outbox
+// is closed and drained, or abandoned, and returns the failed send's
+// error, if any.
+func (o *outbox) run() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for !o.closed && o.lenLocked() == 0 {
-		o.ready.Wait()
+	for {
+		for o.sending || (!o.closed && o.lenLocked() == 0) {
+			o.ready.Wait()
+		}
+		if o.abandoned || o.lenLocked() == 0 {
+			return o.err
+		}
+		m := o.q[o.head]
+		o.q[o.head] = nil
+		o.head++
+		if o.head == len(o.q) {
+			o.q, o.head = o.q[:0], 0
+		}
+		o.room.Signal()
+		o.sending = true
+		o.mu.Unlock()
+		err := o.send(m)
+		o.mu.Lock()
+		o.sending = false
+		if err != nil && o.err == nil {
+			o.err = err
+			o.closed, o.abandoned = true, true
+			o.room.Broadcast()
+			o.mu.Unlock()
+			o.onFail()
+			o.mu.Lock()
+		}
 	}
-	if o.abandoned || o.lenLocked() == 0 {
-		return nil, false
-	}
-	m := o.q[o.head]
-	o.q[o.head] = nil
-	o.head++
-	if o.head == len(o.q) {
-		o.q, o.head = o.q[:0], 0
-	}
-	o.room.Signal()
-	return m, true
 }
 
 // close stops accepting; with abandon, queued messages are dropped too.

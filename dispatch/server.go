@@ -107,10 +107,10 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	if s.store != nil {
 		margin += 2 * s.store.Limits().MaxWatchesPerSession
 	}
-	ss.out = newOutbox(s.opts.MaxQueued, margin)
+	ss.out = newOutbox(s.opts.MaxQueued, margin, conn.Send, cancel)
 
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- ss.write(conn, cancel) }()
+	go func() { writerDone <- ss.out.run() }()
 	// Cancellation closes conn (unblocking Recv and Send) and wakes the
 	// wait for in-flight requests below.
 	stopWatch := context.AfterFunc(ctx, func() {
@@ -159,7 +159,7 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	case readErr != nil:
 		return readErr
 	case werr != nil:
-		return werr
+		return fmt.Errorf("dispatch: send: %w", werr)
 	}
 	return nil
 }
@@ -183,22 +183,6 @@ type session struct {
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when inflight loses an id
 	inflight map[uint64]struct{}
-}
-
-// write sends queued messages until the outbox is closed and drained (nil)
-// or a Send fails (the session is then cancelled).
-func (ss *session) write(conn Conn, cancel context.CancelFunc) error {
-	for {
-		m, ok := ss.out.next()
-		if !ok {
-			return nil
-		}
-		if err := conn.Send(m); err != nil {
-			ss.out.close(true)
-			cancel()
-			return fmt.Errorf("dispatch: send: %w", err)
-		}
-	}
 }
 
 // read receives and starts requests until the input ends. It returns nil at
