@@ -76,14 +76,15 @@ func TestSnapshotBoundIsExact(t *testing.T) {
 func TestSnapshotEntryBound(t *testing.T) {
 	s := openStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), admin)
-	for i := 0; i < 65; i++ {
+	for i := 0; i < 64; i++ {
 		wantEntry(t, c.call(putReq(uint64(i+1), "service/many", fmt.Sprintf("k/%02d", i), doc("x"), nil, 0)), uint64(i+1))
-		if i == 63 {
-			if snap := wantSnapshot(t, c.call(watchReq(100, "w", "service/many", "k/")), 100, "w"); len(snap.GetEntries()) != 64 {
-				t.Fatalf("watch holds %d entries, want 64", len(snap.GetEntries()))
-			}
-		}
 	}
-	wantUpdate(t, c.next(), "w", 1, kindPut)
+	if snap := wantSnapshot(t, c.call(watchReq(100, "w", "service/many", "k/")), 100, "w"); len(snap.GetEntries()) != 64 {
+		t.Fatalf("watch holds %d entries, want 64", len(snap.GetEntries()))
+	}
+	c.send(putReq(65, "service/many", "k/64", doc("x"), nil, 0))
+	answer, update := c.answerAndUpdate()
+	wantEntry(t, answer, 65)
+	wantUpdate(t, update, "w", 1, kindPut)
 	wantError(t, c.call(watchReq(101, "broad", "service/many", "k/")), 101, codeTooBroad, "watch snapshot entries")
 }

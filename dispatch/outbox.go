@@ -155,17 +155,8 @@ func (o *outbox) run() error {
 		o.room.Signal()
 		o.sending = true
 		o.mu.Unlock()
-		err := o.send(m)
+		o.sent(o.send(m))
 		o.mu.Lock()
-		o.sending = false
-		if err != nil && o.err == nil {
-			o.err = err
-			o.closed, o.abandoned = true, true
-			o.room.Broadcast()
-			o.mu.Unlock()
-			o.onFail()
-			o.mu.Lock()
-		}
 	}
 }
 

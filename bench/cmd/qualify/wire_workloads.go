@@ -116,7 +116,7 @@ func runWireFanout(env *Env) ([]harness.Result, error) {
 	}
 	defer s.Close()
 	srv := dispatch.New(s, dispatch.Options{})
-	const sessions, watches, rounds = 127, 1024, 30
+	const sessions, watches, rounds = fanoutSessions, fanoutWatches, fanoutRoundCount
 	const ns = "service/fanout"
 	admin := statestore.Principal{ID: "coordinator", Admin: true}
 	clients := make([]*wireSession, sessions)
@@ -178,29 +178,9 @@ func runWireFanout(env *Env) ([]harness.Result, error) {
 			return fmt.Errorf("%s: %d updates and %d closures decoded", what, updates.Load(), closed.Load())
 		}
 	}
-	lat := harness.NewLatencies(rounds)
-	for r := 1; r <= rounds; r++ {
-		target.Store(int64(r * watches))
-		start := time.Now()
-		if err := put(); err != nil {
-			return nil, err
-		}
-		if err := wait(fmt.Sprintf("round %d", r)); err != nil {
-			return nil, err
-		}
-		lat.Record(time.Since(start))
-	}
-	target.Store(watches)
-	for i := 0; i < 3; i++ {
-		if err := put(); err != nil {
-			return nil, err
-		}
-	}
-	if err := wait("overflow"); err != nil {
+	lat, err := fanoutRounds(put, wait, &target, &updates)
+	if err != nil {
 		return nil, err
-	}
-	if got := updates.Load(); got < rounds*watches || got > rounds*watches+2*watches {
-		return nil, fmt.Errorf("%d updates decoded, want %d to %d", got, rounds*watches, rounds*watches+2*watches)
 	}
 	r := harness.Result{Name: nameWireFanout, Writers: 1, Note: fmt.Sprintf("watches=%d sessions=%d rounds=%d, each update encoded, framed and decoded; %d closed with BUFFER_OVERFLOW at the 33rd", watches, sessions, rounds, closed.Load())}
 	lat.Fill(&r)
