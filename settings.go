@@ -310,11 +310,8 @@ func (s *Store) watchSettings(ss *Session, req WatchRequest) (WatchResult, error
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	v := sb.view.Load()
-	entries, _, err := s.capture(v, req, 0)
-	if err != nil {
-		return WatchResult{}, err
-	}
-	return s.register(ss, req, v.Namespace(req.Namespace).Revision, entries)
+	snap, _ := s.capture(v, req, 0) // settings entries never expire
+	return s.register(ss, req, v.Namespace(req.Namespace).Revision, snap)
 }
 
 // closeSettings waits for a settings commit in progress and releases the

@@ -79,17 +79,11 @@ type WatchResult struct {
 	Entries          []Entry
 }
 
-// entryWireBytes estimates an entry's encoded size in a snapshot response:
-// its strings and document plus the fixed-size fields and framing.
-func entryWireBytes(e *Entry) int {
-	const fixed = 64 // revision, three timestamps, field tags and lengths
-	return fixed + len(e.Namespace) + len(e.Key) + len(e.Schema) + len(e.Owner) + len(e.Document)
-}
-
 // Watch atomically registers a watch and captures every matching entry.
 // Leases already due are expired (journaled) first, so a snapshot never
-// holds an expired entry. A snapshot over the entry or byte bound is
-// WATCH_TOO_BROAD and registers nothing.
+// holds an expired entry. A snapshot over the entry bound, or whose answer
+// (the whole encoded ServerMessage, see wiresize.go) is over the byte
+// bound, is WATCH_TOO_BROAD and registers nothing.
 func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (_ WatchResult, err error) {
 	defer func() { s.metrics.watched(err) }()
 	if err := s.checkOpen(); err != nil {
@@ -116,7 +110,7 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (_ Wat
 	for {
 		s.pubMu.Lock()
 		v := s.view.Load()
-		entries, due, err := s.capture(v, req, s.clock.Now().UnixMilli())
+		snap, due := s.capture(v, req, s.clock.Now().UnixMilli())
 		if due {
 			// Commit the lapsed leases' EXPIREs, then capture again.
 			s.pubMu.Unlock()
@@ -125,55 +119,53 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (_ Wat
 			}
 			continue
 		}
-		if err != nil {
-			s.pubMu.Unlock()
-			return WatchResult{}, err
-		}
-		res, err := s.register(ss, req, v.Namespace(req.Namespace).Revision, entries)
+		res, err := s.register(ss, req, v.Namespace(req.Namespace).Revision, snap)
 		s.pubMu.Unlock()
 		return res, err
 	}
 }
 
-// capture collects the entries of v that req matches, within the snapshot
-// bounds (WATCH_TOO_BROAD beyond them). It stops at a lease due at now
-// (inclusive) and reports it, so the caller commits its EXPIRE first.
-func (s *Store) capture(v *materialize.View, req WatchRequest, now int64) (entries []*Entry, due bool, err error) {
-	size := 0
+// snapshot is what capture collected: the matching entries and their
+// running bound.
+type snapshot struct {
+	entries []*Entry
+	bound   snapshotBound
+}
+
+// capture collects the entries of v that req matches, measuring them
+// against the snapshot bounds as it goes (it stops once one is broken). It
+// stops at a lease due at now (inclusive; 0 means none is ever due) and
+// reports it, so the caller commits its EXPIRE first.
+func (s *Store) capture(v *materialize.View, req WatchRequest, now int64) (snap snapshot, due bool) {
+	snap.bound = snapshotBound{maxEntries: s.limits.MaxSnapshotEntries, maxBytes: s.limits.MaxSnapshotBytes}
 	v.Ascend(req.Namespace, req.KeyPrefix, func(e *Entry) bool {
-		if e.ExpiresMs != 0 && now >= e.ExpiresMs {
+		if now != 0 && e.ExpiresMs != 0 && now >= e.ExpiresMs {
 			due = true
 			return false
 		}
-		entries = append(entries, e)
-		size += entryWireBytes(e)
-		return len(entries) <= s.limits.MaxSnapshotEntries && size <= s.limits.MaxSnapshotBytes
+		snap.entries = append(snap.entries, e)
+		return snap.bound.add(e)
 	})
-	switch {
-	case due:
-		return nil, true, nil
-	case len(entries) > s.limits.MaxSnapshotEntries:
-		return nil, false, newErr(WatchTooBroad, "watch snapshot entries", "more than %d entries match namespace %q prefix %q; narrow the prefix", s.limits.MaxSnapshotEntries, req.Namespace, req.KeyPrefix)
-	case size > s.limits.MaxSnapshotBytes:
-		return nil, false, newErr(WatchTooBroad, "watch snapshot bytes", "matching entries encode to more than %d bytes; narrow the prefix", s.limits.MaxSnapshotBytes)
-	}
-	return entries, false, nil
+	return snap, due
 }
 
-// register adds the watch with its captured snapshot. The caller holds the
-// lock that orders the snapshot against commits to its namespace.
-func (s *Store) register(ss *Session, req WatchRequest, rev uint64, entries []*Entry) (WatchResult, error) {
-	if err := s.watches.Add(ss.reg, req.RequestID, req.WatchID, req.Namespace, req.KeyPrefix, rev, entries); err != nil {
+// register checks the captured snapshot against its bounds at snapshot
+// revision rev (WATCH_TOO_BROAD registers nothing) and adds the watch. The
+// caller holds the lock that orders the snapshot against commits to its
+// namespace.
+func (s *Store) register(ss *Session, req WatchRequest, rev uint64, snap snapshot) (WatchResult, error) {
+	if err := snap.bound.check(req, rev); err != nil {
+		return WatchResult{}, err
+	}
+	if err := s.watches.Add(ss.reg, req.RequestID, req.WatchID, req.Namespace, req.KeyPrefix, rev, snap.entries); err != nil {
 		return WatchResult{}, watchErr(err, req.WatchID)
 	}
-	res := WatchResult{SnapshotRevision: rev, Entries: make([]Entry, len(entries))}
-	size := 0
-	for i, e := range entries {
+	res := WatchResult{SnapshotRevision: rev, Entries: make([]Entry, len(snap.entries))}
+	for i, e := range snap.entries {
 		res.Entries[i] = copyEntry(e)
-		size += entryWireBytes(e)
 	}
-	s.metrics.snapEntries.Observe(int64(len(entries)))
-	s.metrics.snapBytes.Observe(int64(size))
+	s.metrics.snapEntries.Observe(int64(len(snap.entries)))
+	s.metrics.snapBytes.Observe(int64(snap.bound.size.Total(req.RequestID, req.WatchID, rev)))
 	return res, nil
 }
 

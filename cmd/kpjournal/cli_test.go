@@ -85,5 +85,5 @@ func TestDemoStillWorks(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("demo: exit %d: %s", code, errs)
 	}
-	wantContains(t, "demo output", out, "CONFLICT", "replayed", "lease lapsed")
+	wantContains(t, "demo output", out, "CONFLICT", "replayed", "lease lapsed", "ack_result:")
 }

@@ -126,6 +126,9 @@ func demo(dir string, out io.Writer, hooks demoHooks) error {
 	if err := demoWatch(s, out); err != nil {
 		return err
 	}
+	if err := demoWire(dir, out); err != nil {
+		return err
+	}
 	if err := demoWorker(dir, out); err != nil {
 		return err
 	}

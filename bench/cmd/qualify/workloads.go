@@ -19,10 +19,12 @@ const casKeys = 127
 var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
 	{name: nameDurableCASMetrics, run: runDurableCASMetrics},
+	{name: nameWireCAS, run: runWireCAS},
 	{name: harness.NameRawAppend, run: runRawAppend},
 	{name: nameMemoryCAS, run: runMemoryCAS},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
+	{name: nameWireFanout, run: runWireFanout},
 	{name: nameOneEntrySnapshot, run: runOneEntrySnapshot},
 	{name: nameOpenFullStore, run: runOpenFullStore},
 	{name: nameReplayJournal, run: runReplayJournal},

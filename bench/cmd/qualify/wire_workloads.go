@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/dispatch"
+	"github.com/keeppeek/statestore/framing"
+	"github.com/keeppeek/statestore/internal/testdoc"
+	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/schema"
+)
+
+// Names of the wire protocol's workloads.
+const (
+	nameWireCAS    = "wire_cas"
+	nameWireFanout = "wire_fanout"
+)
+
+// wireSession is the client end of one dispatcher session over the
+// framing on net.Pipe.
+type wireSession struct {
+	raw    net.Conn
+	conn   *framing.Conn[*pb.ServerMessage, *pb.ClientMessage]
+	served chan error
+}
+
+func dialWire(srv *dispatch.Server, p statestore.Principal) *wireSession {
+	srvSide, cliSide := net.Pipe()
+	w := &wireSession{raw: cliSide, served: make(chan error, 1),
+		conn: framing.NewConn[*pb.ServerMessage, *pb.ClientMessage](cliSide, 0, func() *pb.ServerMessage { return new(pb.ServerMessage) })}
+	go func() { w.served <- srv.Serve(context.Background(), p, dispatch.NewStreamConn(srvSide, 0)) }()
+	return w
+}
+
+func (w *wireSession) close() error {
+	w.raw.Close()
+	return <-w.served
+}
+
+// call sends m and returns the next message (for sessions without watches).
+func (w *wireSession) call(m *pb.ClientMessage) (*pb.ServerMessage, error) {
+	if err := w.conn.Send(m); err != nil {
+		return nil, err
+	}
+	return w.conn.Recv()
+}
+
+// runWireCAS is durable_cas through the wire: each of the 127 owners has
+// its own session (dispatcher + framing over a pipe) and compare-and-sets
+// its document in turn; timed from the request's send to its answer's
+// decode.
+func runWireCAS(env *Env) ([]harness.Result, error) {
+	dir, err := env.Scratch(nameWireCAS)
+	if err != nil {
+		return nil, err
+	}
+	s, err := statestore.Open(statestore.Options{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	srv := dispatch.New(s, dispatch.Options{})
+	owners := newOwners(casKeys)
+	sessions := make([]*wireSession, casKeys)
+	for i, o := range owners {
+		sessions[i] = dialWire(srv, o.p)
+	}
+	var id uint64
+	r, err := harness.Serial(nameWireCAS, env.Ops, func(i int) error {
+		o := owners[i%casKeys]
+		id++
+		req := &pb.PutState{RequestId: id, Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, ExpectedRevision: &o.rev}
+		m, err := sessions[i%casKeys].call(&pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: req}})
+		if err != nil {
+			return err
+		}
+		res := m.GetResult()
+		if res.GetRequestId() != id || res.GetEntry() == nil {
+			return fmt.Errorf("request %d answered %v", id, m)
+		}
+		o.rev = res.GetEntry().GetRevision()
+		return nil
+	})
+	for _, w := range sessions {
+		if cerr := w.close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Writers = 1
+	r.Note = fmt.Sprintf("owners=%d doc=%dB one session each, dispatcher+framing over net.Pipe", casKeys, harness.DocBytes)
+	return []harness.Result{r}, nil
+}
+
+// runWireFanout is watch_fanout with every message encoded, framed, sent
+// over a pipe and decoded by the session's client: 1,024 watches across 127
+// sessions, 30 rounds of one matching write, timed from the write's call
+// until every watch's update was decoded. Nothing is acknowledged, so three
+// more writes must close all 1,024 with BUFFER_OVERFLOW, which is verified.
+func runWireFanout(env *Env) ([]harness.Result, error) {
+	dir, err := env.Scratch(nameWireFanout)
+	if err != nil {
+		return nil, err
+	}
+	s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	srv := dispatch.New(s, dispatch.Options{})
+	const sessions, watches, rounds = fanoutSessions, fanoutWatches, fanoutRoundCount
+	const ns = "service/fanout"
+	admin := statestore.Principal{ID: "coordinator", Admin: true}
+	clients := make([]*wireSession, sessions)
+	for i := range clients {
+		clients[i] = dialWire(srv, admin)
+	}
+	defer func() {
+		for _, c := range clients {
+			c.close()
+		}
+	}()
+	for w := 0; w < watches; w++ {
+		m, err := clients[w%sessions].call(&pb.ClientMessage{Message: &pb.ClientMessage_WatchState{WatchState: &pb.WatchState{
+			RequestId: uint64(w + 1), WatchId: fmt.Sprintf("w%d", w), Namespace: ns, KeyPrefix: "intents/"}}})
+		if err != nil {
+			return nil, err
+		}
+		if m.GetResult().GetWatch() == nil {
+			return nil, fmt.Errorf("watch %d answered %v", w, m)
+		}
+	}
+	var updates, closed, target atomic.Int64
+	reached := make(chan struct{}, 1)
+	readErr := make(chan error, sessions)
+	for _, c := range clients {
+		go func() {
+			for {
+				m, err := c.conn.Recv()
+				if err != nil {
+					readErr <- err
+					return
+				}
+				switch {
+				case m.GetWatchUpdate() != nil:
+					if updates.Add(1) == target.Load() {
+						reached <- struct{}{}
+					}
+				case m.GetWatchClosed().GetReason() == pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_BUFFER_OVERFLOW:
+					if closed.Add(1) == target.Load() {
+						reached <- struct{}{}
+					}
+				}
+			}
+		}()
+	}
+	doc := testdoc.MediaIntent(harness.DocBytes, 1)
+	ctx := context.Background()
+	put := func() error {
+		_, err := s.Put(ctx, admin, statestore.PutRequest{Namespace: ns, Key: "intents/front-door", Schema: schema.MediaIntentV1, Document: doc})
+		return err
+	}
+	wait := func(what string) error {
+		select {
+		case <-reached:
+			return nil
+		case err := <-readErr:
+			return fmt.Errorf("%s: a session failed: %w", what, err)
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s: %d updates and %d closures decoded", what, updates.Load(), closed.Load())
+		}
+	}
+	lat, err := fanoutRounds(put, wait, &target, &updates)
+	if err != nil {
+		return nil, err
+	}
+	r := harness.Result{Name: nameWireFanout, Writers: 1, Note: fmt.Sprintf("watches=%d sessions=%d rounds=%d, each update encoded, framed and decoded; %d closed with BUFFER_OVERFLOW at the 33rd", watches, sessions, rounds, closed.Load())}
+	lat.Fill(&r)
+	return []harness.Result{r}, nil
+}

@@ -1,0 +1,55 @@
+// Package dispatch serves the state store's wire protocol
+// (keeppeek.statestore.v1) on one authenticated session: it reads
+// ClientMessages from a Conn, runs them against a statestore.Store with the
+// session's principal, and sends every answer, watch snapshot, update and
+// closure as ServerMessages on the same ordered connection. It is
+// transport-agnostic: NewStreamConn puts it on any byte stream with
+// package framing; an embedder with its own control channel implements
+// Conn.
+//
+// Invariants (each pinned by tests):
+//   - Every request is answered exactly once, and its answer carries its
+//     request_id: GetState and PutState with the entry, DeleteState with the
+//     revision it produced, WatchState with the snapshot, UnwatchState with
+//     ok, WatchStateAck with a StateWatchAckResult, any failure with a
+//     StateStoreError naming the field or bound. Requests of one session run
+//     concurrently (at most Options.MaxInFlight at once), so answers come in
+//     completion order; correlate by request_id.
+//   - A watch's snapshot answer is sent before any of its updates, its
+//     updates follow in commit order with watch_sequence 1, 2, 3, ..., and a
+//     StateStoreWatchClosed is its last message: the store's watch registry
+//     delivers them through this session's sink in that order, and the sink
+//     queues them on the one outbound queue in the order received.
+//   - Bounded memory against a stalled peer: the outbound queue holds at
+//     most Options.MaxQueued messages plus a fixed margin. An answer waits
+//     for room (so a peer that stops reading soon stops being read from); a
+//     watch update that finds no room closes its watch with BUFFER_OVERFLOW,
+//     exactly like the store's own per-watch bound; snapshots and closures
+//     (at most a few per watch) use the margin.
+//   - The session's watches are removed when it ends, for whatever reason.
+//   - Without a store (NewUnavailable) every request is answered UNAVAILABLE
+//     naming the cause, Capabilities lists nothing, and nothing is written.
+//
+// Bad input never panics, hangs, or touches the session's other watches.
+// The documented answers:
+//
+//	input                                     answer
+//	frame over the maximum frame size,        StateStoreResult{request_id 0, INVALID_ARGUMENT,
+//	  or a malformed length prefix              field "frame"}, then the session ends (the
+//	                                            stream cannot be resynchronised)
+//	stream cut inside a frame                 the session ends
+//	frame that is not a ClientMessage         StateStoreResult{request_id 0, INVALID_ARGUMENT,
+//	                                            field "frame"}; the session goes on
+//	ClientMessage with no request set (also   StateStoreResult{request_id 0, INVALID_ARGUMENT,
+//	  a request kind this version lacks)        field "message"}
+//	request_id 0                              StateStoreResult{request_id 0, INVALID_ARGUMENT,
+//	                                            field "request_id"}; nothing runs
+//	request_id equal to one still in flight   StateStoreResult{request_id 0, INVALID_ARGUMENT,
+//	  (its answer not yet queued)               field "request_id", the id in the message};
+//	                                            nothing runs, the first request is unaffected
+//
+// request_id 0 is reserved for answers that cannot be attributed to a
+// request. Client messages carry no enum fields, so unknown enum values can
+// only reach a client: proto3 enums are open, and a client keeps the number.
+// An id may be reused once its answer was queued.
+package dispatch

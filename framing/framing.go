@@ -1,0 +1,188 @@
+// Package framing carries protobuf messages over any byte stream (a TCP or
+// WebSocket connection, a pipe) as length-delimited frames: an unsigned
+// LEB128 varint length, then that many bytes of one encoded message, the
+// same layout as protobuf's "delimited" encoding.
+//
+// Invariants (pinned by tests):
+//   - A reader never allocates or reads more than its maximum frame size for
+//     one frame: a longer length prefix is a *FrameSizeError before any of
+//     the payload is read. Since the stream cannot be resynchronised without
+//     reading the oversized payload, that error (and a truncated or
+//     malformed prefix) is fatal for the stream.
+//   - A frame whose payload is not a valid message is a *DecodeError. The
+//     frame was consumed whole, so the stream stays in step and the next
+//     Recv reads the next frame.
+//   - Each Send writes one whole frame with one Write call, so concurrent
+//     Sends never interleave bytes.
+package framing
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// DefaultMaxFrameBytes bounds a frame when no maximum is given: room for
+// the largest answer the store sends (a 65,536-byte snapshot) and the
+// largest request (a 16,384-byte document plus its names) with margin,
+// while one frame per session stays cheap to hold.
+const DefaultMaxFrameBytes = 256 << 10
+
+// FrameSizeError is a length prefix over the maximum frame size.
+type FrameSizeError struct {
+	Size uint64 // the announced payload length
+	Max  int
+}
+
+// Error names the announced size and the bound.
+func (e *FrameSizeError) Error() string {
+	return fmt.Sprintf("frame of %d bytes exceeds the maximum frame size %d", e.Size, e.Max)
+}
+
+// ErrBadPrefix is a length prefix that is not a varint of at most ten
+// bytes.
+var ErrBadPrefix = errors.New("malformed frame length prefix")
+
+// DecodeError is a whole frame whose payload is not a valid message.
+type DecodeError struct {
+	Size int // payload length
+	Err  error
+}
+
+// Error names the payload length and the decoding failure.
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("frame of %d bytes is not a valid message: %v", e.Size, e.Err)
+}
+
+// Unwrap returns the decoding failure.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Reader reads frames from a byte stream. It is not safe for concurrent use.
+type Reader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+// NewReader returns a Reader of r that rejects frames over maxBytes
+// (DefaultMaxFrameBytes when maxBytes <= 0).
+func NewReader(r io.Reader, maxBytes int) *Reader {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFrameBytes
+	}
+	return &Reader{r: bufio.NewReader(r), max: maxBytes}
+}
+
+// ReadFrame returns the next frame's payload, valid until the next call.
+// It returns io.EOF at a clean end of stream (between frames),
+// io.ErrUnexpectedEOF inside a frame, ErrBadPrefix or a *FrameSizeError.
+func (r *Reader) ReadFrame() ([]byte, error) {
+	n, err := r.readPrefix()
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(r.max) {
+		return nil, &FrameSizeError{Size: n, Max: r.max}
+	}
+	if cap(r.buf) < int(n) {
+		r.buf = make([]byte, n)
+	}
+	b := r.buf[:n]
+	if _, err := io.ReadFull(r.r, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// readPrefix reads the varint length prefix: io.EOF before its first byte,
+// io.ErrUnexpectedEOF after it, ErrBadPrefix past ten bytes or 64 bits.
+func (r *Reader) readPrefix() (uint64, error) {
+	var n uint64
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		c, err := r.r.ReadByte()
+		if err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				return 0, io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		if i == binary.MaxVarintLen64-1 && c > 1 {
+			return 0, ErrBadPrefix
+		}
+		n |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return n, nil
+		}
+	}
+	return 0, ErrBadPrefix
+}
+
+// AppendFrame appends m as one frame to b.
+func AppendFrame(b []byte, m proto.Message) ([]byte, error) {
+	opts := proto.MarshalOptions{UseCachedSize: true}
+	size := opts.Size(m)
+	b = protowire.AppendVarint(b, uint64(size))
+	return opts.MarshalAppend(b, m)
+}
+
+// Conn sends Out messages and receives In messages as frames over one
+// stream: the server side is Conn[*ClientMessage, *ServerMessage], a client
+// the reverse. Recv must be called from one goroutine at a time; Send is
+// safe for concurrent use.
+type Conn[In, Out proto.Message] struct {
+	rd    *Reader
+	newIn func() In
+
+	wmu  sync.Mutex
+	w    io.Writer
+	wbuf []byte
+}
+
+// NewConn returns a Conn over rw whose Recv rejects frames over maxBytes
+// (DefaultMaxFrameBytes when maxBytes <= 0) and decodes each into a fresh
+// message from newIn.
+func NewConn[In, Out proto.Message](rw io.ReadWriter, maxBytes int, newIn func() In) *Conn[In, Out] {
+	return &Conn[In, Out]{rd: NewReader(rw, maxBytes), newIn: newIn, w: rw}
+}
+
+// Recv reads and decodes the next message. Errors are those of
+// Reader.ReadFrame, and a *DecodeError (after which the stream is still in
+// step).
+func (c *Conn[In, Out]) Recv() (In, error) {
+	b, err := c.rd.ReadFrame()
+	if err != nil {
+		var zero In
+		return zero, err
+	}
+	m := c.newIn()
+	if err := proto.Unmarshal(b, m); err != nil {
+		var zero In
+		return zero, &DecodeError{Size: len(b), Err: err}
+	}
+	return m, nil
+}
+
+// Send encodes m and writes it as one frame with one Write call.
+func (c *Conn[In, Out]) Send(m Out) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, err := AppendFrame(c.wbuf[:0], m)
+	if err != nil {
+		return err
+	}
+	c.wbuf = b
+	_, err = c.w.Write(b)
+	if cap(c.wbuf) > 4*DefaultMaxFrameBytes {
+		c.wbuf = nil // do not keep a rare huge buffer alive
+	}
+	return err
+}

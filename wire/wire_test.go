@@ -1,0 +1,82 @@
+package wire
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/keeppeek/statestore/materialize"
+	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
+)
+
+func snapshotMessage(requestID uint64, watchID string, rev uint64, entries []*materialize.Entry) *pb.ServerMessage {
+	snap := &pb.StateStoreWatchSnapshot{WatchId: watchID, SnapshotRevision: rev}
+	for _, e := range entries {
+		snap.Entries = append(snap.Entries, Entry(e))
+	}
+	return &pb.ServerMessage{Message: &pb.ServerMessage_Result{Result: &pb.StateStoreResult{
+		RequestId: requestID, Result: &pb.StateStoreResult_Watch{Watch: snap}}}}
+}
+
+func TestEntryCarriesEveryField(t *testing.T) {
+	e := &materialize.Entry{Namespace: "service/a", Key: "intents/x", Schema: "keeppeek.media-intent.v1",
+		Owner: "coordinator", Revision: 7, CreatedMs: 1, UpdatedMs: 2, ExpiresMs: 3, Document: []byte(`{"a":1}`)}
+	m := Entry(e)
+	want := &pb.StateEntry{Namespace: "service/a", Key: "intents/x", Schema: "keeppeek.media-intent.v1",
+		Owner: "coordinator", Revision: 7, CreatedAtMs: 1, UpdatedAtMs: 2, ExpiresAtMs: 3, Document: []byte(`{"a":1}`)}
+	if !proto.Equal(m, want) {
+		t.Fatalf("Entry = %v, want %v", m, want)
+	}
+	// Every field of the message is set above, so a field added to the
+	// .proto without a mapping here shows up as unset.
+	fields := m.ProtoReflect().Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		if !m.ProtoReflect().Has(fields.Get(i)) {
+			t.Errorf("StateEntry.%s is not mapped from the store entry", fields.Get(i).Name())
+		}
+	}
+}
+
+// TestSnapshotSizeIsExact compares Total with the marshalled message across
+// the varint length boundaries of every nesting level (127/128 and
+// 16383/16384 bytes) and with empty and extreme envelope fields.
+func TestSnapshotSizeIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type envelope struct {
+		requestID uint64
+		watchID   string
+		rev       uint64
+	}
+	envelopes := []envelope{{0, "", 0}, {41, "transcode-intents", 120}, {math.MaxUint64, string(bytes.Repeat([]byte("w"), 200)), math.MaxUint64}}
+	for _, docLen := range []int{0, 1, 60, 100, 110, 127, 128, 1000, 16250, 16384, 20000} {
+		for n := 0; n <= 5; n++ {
+			for _, env := range envelopes {
+				var entries []*materialize.Entry
+				var z SnapshotSize
+				for i := 0; i < n; i++ {
+					e := &materialize.Entry{Namespace: "service/transcoder-a", Key: "intents/k", Schema: "keeppeek.media-intent.v1",
+						Owner: "o", Revision: rng.Uint64N(1 << uint(rng.IntN(64))), CreatedMs: rng.Int64N(1 << 42),
+						UpdatedMs: rng.Int64(), Document: bytes.Repeat([]byte("x"), docLen+i)}
+					if i%2 == 1 {
+						e.ExpiresMs = -1 // negative int64 is a ten-byte varint
+					}
+					entries = append(entries, e)
+					z.Add(e)
+				}
+				b, err := proto.Marshal(snapshotMessage(env.requestID, env.watchID, env.rev, entries))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := z.Total(env.requestID, env.watchID, env.rev); got != len(b) {
+					t.Fatalf("doc %d, %d entries, envelope %+v: Total = %d, encoded %d", docLen, n, env, got, len(b))
+				}
+				if z.Entries() > len(b) {
+					t.Fatalf("Entries %d exceeds the encoded size %d", z.Entries(), len(b))
+				}
+			}
+		}
+	}
+}
