@@ -2,69 +2,33 @@ package statestore_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"io/fs"
-	"maps"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/filetree"
 	"github.com/keeppeek/statestore/schema"
 )
 
-// dirHashes maps every file under dir (by relative path) to the SHA-256 of
-// its bytes, and every directory to "dir", so a file added, removed or
-// changed anywhere shows.
+// dirHashes fingerprints the tree under dir (internal/filetree).
 func dirHashes(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		if d.IsDir() {
-			out[rel] = "dir"
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		out[rel] = hex.EncodeToString(sum[:])
-		return nil
-	})
+	h, err := filetree.Hashes(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return h
 }
 
-// sameFiles fails unless the two hash maps agree, naming what differs.
+// sameFiles fails unless the two fingerprints agree, naming what differs.
 func sameFiles(t *testing.T, what string, before, after map[string]string) {
 	t.Helper()
-	if maps.Equal(before, after) {
-		return
+	if diff := filetree.Diff(before, after); len(diff) > 0 {
+		t.Fatalf("%s changed the store directory: %s", what, strings.Join(diff, ", "))
 	}
-	var diff []string
-	for _, k := range slices.Sorted(maps.Keys(before)) {
-		if after[k] != before[k] {
-			diff = append(diff, k+" changed or removed")
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(after)) {
-		if _, ok := before[k]; !ok {
-			diff = append(diff, k+" added")
-		}
-	}
-	t.Fatalf("%s changed the store directory: %s", what, strings.Join(diff, ", "))
 }
 
 // TestClosedStoreAnswersUnavailable calls the whole API on a closed store:

@@ -1,10 +1,7 @@
 package dispatch_test
 
 import (
-	"bytes"
 	"context"
-	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,27 +9,20 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/dispatch"
+	"github.com/keeppeek/statestore/internal/filetree"
 	"github.com/keeppeek/statestore/journal"
 	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
 	"github.com/keeppeek/statestore/schema"
 )
 
-// files returns every file under dir with its bytes.
-func files(t *testing.T, dir string) map[string][]byte {
+// files fingerprints the tree under dir (internal/filetree).
+func files(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		out[path] = b
-		return err
-	})
+	h, err := filetree.Hashes(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return h
 }
 
 // TestUnavailableModeWithACorruptJournal: a store whose journal has a
@@ -94,7 +84,7 @@ func TestUnavailableModeWithACorruptJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := files(t, dir)
-	if !maps.EqualFunc(before, after, bytes.Equal) {
-		t.Fatalf("files changed: %d before, %d after", len(before), len(after))
+	if diff := filetree.Diff(before, after); len(diff) > 0 {
+		t.Fatalf("files changed: %v", diff)
 	}
 }

@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,43 +11,24 @@ import (
 	"testing"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/filetree"
 	"github.com/keeppeek/statestore/journal"
 )
 
-// treeHashes maps every file below dir to the SHA-256 of its bytes.
+// treeHashes fingerprints the tree under dir (internal/filetree).
 func treeHashes(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = hex.EncodeToString(sum[:])
-		return nil
-	})
+	h, err := filetree.Hashes(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return h
 }
 
 func sameTree(t *testing.T, what string, before, after map[string]string) {
 	t.Helper()
-	for name, h := range before {
-		if after[name] != h {
-			t.Errorf("%s changed %s", what, name)
-		}
-	}
-	for name := range after {
-		if _, ok := before[name]; !ok {
-			t.Errorf("%s created %s", what, name)
-		}
+	if diff := filetree.Diff(before, after); len(diff) > 0 {
+		t.Errorf("%s changed the store: %s", what, strings.Join(diff, ", "))
 	}
 }
 
