@@ -228,6 +228,9 @@ func (r *run) verify(n int, ev *events) error {
 		for key, op := range r.last[ns] {
 			e, err := s.Get(ctx, admin, ns, key)
 			now := time.Now().UnixMilli()
+			// A lease may lapse while this loop runs: the Get then commits
+			// its EXPIRE, so the namespace revision is read after it.
+			rev := s.Namespace(ns).Revision
 			switch {
 			case err == nil && e.Revision < op.rev:
 				r.violate("cycle %d: %s/%s at revision %d, but revision %d was acknowledged", n, ns, key, e.Revision, op.rev)
@@ -241,7 +244,7 @@ func (r *run) verify(n int, ev *events) error {
 				r.violate("cycle %d: get %s/%s: %v", n, ns, key, err)
 			}
 		}
-		r.served[ns] = rev
+		r.served[ns] = s.Namespace(ns).Revision
 	}
 	// A read of every hot key at the reopen joins the history, so what a
 	// restart brought back is checked against everything before it.
