@@ -52,3 +52,25 @@ func TestTortureShort(t *testing.T) {
 		t.Fatalf("torture on an existing store: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestTortureUsage: bad flags are refused before anything is written.
+func TestTortureUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--cycles", "0"}, "--cycles 0: at least 1"},
+		{[]string{"--min-run", "300ms", "--max-run", "100ms"}, "want 0 < min-run <= max-run"},
+		{[]string{"--min-run", "0s"}, "want 0 < min-run <= max-run"},
+	}
+	for _, c := range cases {
+		dir := filepath.Join(t.TempDir(), "d")
+		code, out, errs := kp(t, append([]string{"torture", "--dir", dir}, c.args...)...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.says) {
+			t.Errorf("torture %v: exit %d, stdout %q, stderr %q; want 2 saying %q", c.args, code, out, errs, c.says)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("torture %v created %s although its flags were refused", c.args, dir)
+		}
+	}
+}
