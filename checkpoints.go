@@ -217,8 +217,12 @@ func (s *Store) writeCheckpointLocked() (err error) {
 	mark := int64(s.jnl.Stats().Bytes)
 	v, idx := s.snapshot()
 	defer func() { s.metrics.checkpointed(idx, start, s.clock.Now(), err) }()
-	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(idx)), v, idx, s.clock.Now().UnixMilli()); err != nil {
-		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
+	name := checkpoint.Name(idx)
+	if _, err := checkpoint.WriteFile(filepath.Join(s.root, name), v, idx, s.clock.Now().UnixMilli()); err != nil {
+		// The journal keeps every record (nothing is pruned), so the
+		// store goes on serving; the next checkpoint tries again.
+		return &Error{Code: Storage, Field: "checkpoint",
+			Message: fmt.Sprintf("checkpoint %s at journal index %d not written: %v", name, idx, err), Err: err}
 	}
 	s.ckptMark.Store(mark)
 	return s.pruneCheckpoints()

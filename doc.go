@@ -71,7 +71,8 @@
 // namespaces holding entries, 1,024 entries per namespace, 64 MiB of
 // document bytes in the store, 16 KiB per document, watch snapshots of 64
 // entries and 64 KiB, 32 unacknowledged updates per watch, a 30 s
-// acknowledgement deadline, and 1,024 watches (16 per session). A write
+// acknowledgement deadline, and 1,024 watches (16 per session). A watch_id
+// is one key segment and, like a key, at most MaxKeyBytes (256) long. A write
 // over a bound is refused before it is journaled and reserves nothing.
 //
 // # Engine

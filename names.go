@@ -81,3 +81,17 @@ func checkPrefix(prefix string, max int) error {
 	}
 	return nil
 }
+
+// checkWatchID validates a watch_id: one key segment, so it is bounded as a
+// key is (max bytes). The registry keeps every id for the watch's life, and
+// a session's ids come back in every update, so an unbounded id would let
+// one client make every message it receives arbitrarily large.
+func checkWatchID(id string, max int) error {
+	if len(id) > max {
+		return newErr(InvalidArgument, "watch_id", "%d bytes exceeds the %d-byte limit", len(id), max)
+	}
+	if !validSegment(id) {
+		return newErr(InvalidArgument, "watch_id", "%q must be one segment of [A-Za-z0-9._-]+, not '.' or '..'", id)
+	}
+	return nil
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -206,5 +208,67 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 	}
 	if e, err := f.s.Get(ctx, admin, ns, fmt.Sprintf("k%02d", later)); err != nil || e.Revision == 0 {
 		t.Fatalf("write not visible after its sync: %v", err)
+	}
+}
+
+// TestSyncFailureCrashCopy: right after an fdatasync failed, a crash (a
+// copy of the store's files taken then, before Close writes anything)
+// opens to exactly the acknowledged state: the failed batch's bytes were
+// cut from the journal, so no later successful sync or replay can count
+// them, and the next write reuses its revision.
+func TestSyncFailureCrashCopy(t *testing.T) {
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	const ns = "user/alice"
+	for i := range 5 {
+		f.mustPut(alice, ns, fmt.Sprintf("kept-%d", i), docN(i))
+	}
+	before := f.s.Namespace(ns)
+	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	_, err := f.put(alice, ns, "lost", docN(9), statestore.Expect{})
+	restore()
+	wantCode(t, err, statestore.Storage, "journal")
+
+	crash := t.TempDir()
+	copyTree(t, f.dir, crash)
+	c, err := statestore.Open(statestore.Options{Dir: crash, Clock: f.clock, Schemas: f.opts.Schemas})
+	if err != nil {
+		t.Fatalf("open the crash copy: %v", err)
+	}
+	defer c.Close()
+	if cut := c.OpenReport().TailCut; cut != nil {
+		t.Fatalf("crash copy had a torn tail: the failed batch's bytes were left in the journal: %v", cut)
+	}
+	if got := c.Namespace(ns); got != before {
+		t.Fatalf("crash copy replays %+v, the acknowledged state is %+v", got, before)
+	}
+	if _, err := c.Get(ctx, alice, ns, "lost"); !errors.Is(err, statestore.ErrNotFound) {
+		t.Fatalf("the failed write is in the crash copy: %v", err)
+	}
+	// The live store goes on at the revision the failed write would have had.
+	if e := f.mustPut(alice, ns, "after", docN(10)); e.Revision != before.Revision+1 {
+		t.Fatalf("next write got revision %d, want %d", e.Revision, before.Revision+1)
+	}
+}
+
+// copyTree copies the regular files under src into dst, keeping the layout.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

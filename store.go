@@ -316,11 +316,12 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.expiryDone
 	// Background checkpoints were started while the store was open; let
-	// them finish. Then wait out an explicit Checkpoint holding ckptMu:
-	// any that takes it later sees shut and refuses.
+	// them finish. Then wait out an explicit Checkpoint holding ckptMu and
+	// keep it until the files are closed: any that takes it later sees
+	// shut and refuses.
 	s.ckptWG.Wait()
 	s.ckptMu.Lock()
-	s.ckptMu.Unlock()
+	defer s.ckptMu.Unlock()
 	s.watches.Stop() // every watch gets STORE_CLOSED
 	err := s.jnl.Close()
 	return errors.Join(err, s.closeSettings(), s.lock.Release())

@@ -92,8 +92,8 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (_ Wat
 	if err := ctx.Err(); err != nil {
 		return WatchResult{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
 	}
-	if req.WatchID == "" || !validSegment(req.WatchID) {
-		return WatchResult{}, newErr(InvalidArgument, "watch_id", "%q must be one segment of [A-Za-z0-9._-]", req.WatchID)
+	if err := checkWatchID(req.WatchID, s.limits.MaxKeyBytes); err != nil {
+		return WatchResult{}, err
 	}
 	if err := checkNamespace(req.Namespace, s.limits.MaxNamespaceBytes); err != nil {
 		return WatchResult{}, err

@@ -507,3 +507,44 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	f.s.Close()
 	f.s = nil
 }
+
+// TestWatchIDBounds: a watch_id is one key segment, bounded as a key is;
+// anything else is INVALID_ARGUMENT naming watch_id and registers nothing.
+func TestWatchIDBounds(t *testing.T) {
+	f := newFixture(t)
+	max := f.s.Limits().MaxKeyBytes
+	cases := []struct {
+		name string
+		id   string
+		ok   bool
+	}{
+		{"one byte", "w", true},
+		{"at the bound", strings.Repeat("w", max), true},
+		{"one over the bound", strings.Repeat("w", max+1), false},
+		{"300 bytes", strings.Repeat("a", 300), false},
+		{"empty", "", false},
+		{"dot", ".", false},
+		{"dot dot", "..", false},
+		{"two segments", "a/b", false},
+		{"space", "a b", false},
+		{"non-ASCII", "wätch", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ss, _ := f.session(admin)
+			defer ss.Close()
+			_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: c.id, Namespace: "group/g"})
+			if c.ok {
+				if err != nil {
+					t.Fatalf("watch_id of %d bytes refused: %v", len(c.id), err)
+				}
+				return
+			}
+			wantCode(t, err, statestore.InvalidArgument, "watch_id")
+			// Nothing was registered under the refused id.
+			if err := f.s.Unwatch(ss, c.id); statestore.CodeOf(err) != statestore.NotFound {
+				t.Fatalf("unwatch of the refused id: %v, want NOT_FOUND", err)
+			}
+		})
+	}
+}

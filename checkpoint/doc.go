@@ -95,7 +95,10 @@
 //     newer format) or ErrLimits (valid, but beyond the caller's bounds).
 //   - Atomic files: WriteFile goes through disk.WriteAtomic, so a crash
 //     leaves the previous file or the complete new one, and List ignores the
-//     temporaries a crash can leave behind.
+//     temporaries a crash can leave behind. A WriteFile that fails leaves no
+//     image at its path, even when only the final directory fsync failed
+//     (the renamed image is removed): an image is on disk only if every
+//     fsync that makes it durable succeeded.
 //
 // Decoded entries share storage: every Document is a capacity-limited slice
 // of one buffer holding the decompressed body, and the entries themselves

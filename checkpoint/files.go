@@ -89,8 +89,12 @@ func List(dir string) ([]File, error) {
 // WriteFile writes the image of v at index atomically to path (temporary
 // file, fsync, rename, fsync of the directory; see disk.WriteAtomic). When
 // it returns nil the image is durable and complete, which is what allows
-// the journal to drop the records it covers; on error path is untouched and
-// no temporary remains.
+// the journal to drop the records it covers. On error no temporary remains
+// and no image is at path: when only the directory fsync failed, the image
+// that was renamed into place is removed again, since nothing proves its
+// entry durable (a later, successful fsync of the directory does not vouch
+// for what a failed one dropped), and an image nobody may trust must not
+// be loaded by the next Open or counted by the store's pruning.
 func WriteFile(path string, v *materialize.View, index uint64, timeMs int64) (Header, error) {
 	var h Header
 	err := disk.WriteAtomic(path, func(w io.Writer) error {
@@ -98,6 +102,17 @@ func WriteFile(path string, v *materialize.View, index uint64, timeMs int64) (He
 		h, err = Encode(w, v, index, timeMs)
 		return err
 	})
+	var nd *disk.NotDurableError
+	if errors.As(err, &nd) {
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("remove the image that is not durable: %w", rerr))
+		} else {
+			// Best effort: if this fsync fails too, a crash may bring
+			// the image back, complete (its data was fsynced), which is
+			// no worse than a checkpoint that succeeded.
+			_ = disk.SyncDir(filepath.Dir(path))
+		}
+	}
 	if err != nil {
 		return Header{}, err
 	}

@@ -8,8 +8,11 @@
 //   - After SyncDir(dir) returns nil, every create, rename and remove in dir
 //     that happened before the call survives a power loss.
 //   - WriteAtomic leaves either the old file or the complete new one, never a
-//     mix, and returns only after the new file and its directory entry are
-//     durable.
+//     mix, and returns nil only after the new file and its directory entry
+//     are durable. When only the final directory fsync fails, the new file
+//     is in place but may not survive a crash: that error is a
+//     *NotDurableError, so a caller that must not rely on the file can
+//     remove it.
 package disk
 
 import (
@@ -19,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/keeppeek/statestore/internal/fault"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,6 +88,9 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("open directory %s for fsync: %w", dir, err)
 	}
 	defer d.Close()
+	if err := fault.DiskSync(dir); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
@@ -122,6 +129,9 @@ func WriteAtomicPerm(path string, perm os.FileMode, write func(w io.Writer) erro
 	if err = write(tmp); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
+	if err = fault.DiskSync(path); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
+	}
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
 	}
@@ -131,8 +141,29 @@ func WriteAtomicPerm(path string, perm os.FileMode, write func(w io.Writer) erro
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
 	}
-	return SyncDir(dir)
+	if derr := SyncDir(dir); derr != nil {
+		// The temporary is renamed already (the deferred cleanup finds
+		// nothing to remove); path holds the complete new file.
+		return &NotDurableError{Path: path, Err: derr}
+	}
+	return nil
 }
+
+// NotDurableError is WriteAtomic's failure after the rename: Path holds the
+// complete new file, but the fsync of its directory failed, so a crash may
+// bring back the old file (or none). A failed fsync proves nothing about a
+// later one, so the caller must treat the file as never written.
+type NotDurableError struct {
+	Path string
+	Err  error // the directory fsync's failure
+}
+
+func (e *NotDurableError) Error() string {
+	return fmt.Sprintf("%s replaced but not durable: %v", e.Path, e.Err)
+}
+
+// Unwrap returns the directory fsync's failure.
+func (e *NotDurableError) Unwrap() error { return e.Err }
 
 // Truncate cuts path to size and fsyncs it. Truncation needs no free
 // space, so it works on a full disk: the journal relies on that to cut a

@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"github.com/keeppeek/statestore/internal/fault"
 )
 
 func TestLockIsExclusive(t *testing.T) {
@@ -51,5 +54,55 @@ func TestWriteAtomic(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Fatalf("temporary files left: %v", ents)
+	}
+}
+
+// TestWriteAtomicSyncFailure: a failed fsync of the new file leaves the old
+// file and no temporary; a failed fsync of the directory after the rename
+// is a *NotDurableError naming the path (the new file is in place, and the
+// caller decides whether it may stay).
+func TestWriteAtomicSyncFailure(t *testing.T) {
+	cases := []struct {
+		name       string
+		failDir    bool   // the directory fsync fails, not the file's
+		want       string // the content at path afterwards
+		notDurable bool
+	}{
+		{"file fsync fails", false, "old", false},
+		{"directory fsync fails", true, "new", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "f")
+			if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			target := path
+			if c.failDir {
+				target = dir
+			}
+			restore := fault.SetDiskSync(func(p string) error {
+				if p == target {
+					return syscall.EIO
+				}
+				return nil
+			})
+			err := WriteAtomic(path, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
+			restore()
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("err %v, want EIO", err)
+			}
+			var nd *NotDurableError
+			if got := errors.As(err, &nd); got != c.notDurable || (got && nd.Path != path) {
+				t.Fatalf("NotDurableError %v (%v), want %v naming %s", got, err, c.notDurable, path)
+			}
+			if b, _ := os.ReadFile(path); string(b) != c.want {
+				t.Fatalf("path holds %q, want %q", b, c.want)
+			}
+			if temps, _ := filepath.Glob(filepath.Join(dir, tempPattern(path))); len(temps) != 0 {
+				t.Fatalf("temporaries left: %v", temps)
+			}
+		})
 	}
 }

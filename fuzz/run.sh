@@ -13,7 +13,7 @@ FUZZTIME="${FUZZTIME:-20s}"
 FUZZMINIMIZETIME="${FUZZMINIMIZETIME:-0s}"
 # Replay the seed corpus (and any saved crasher) first, as a plain test.
 go test -count=1 ./fuzz/
-for target in FuzzJournalOpen FuzzRecordDecode FuzzCheckpointLoad FuzzDocumentValidate; do
+for target in FuzzJournalOpen FuzzRecordDecode FuzzCheckpointLoad FuzzDocumentValidate FuzzStoreModel; do
 	echo "== $target ($FUZZTIME)"
 	go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime="$FUZZMINIMIZETIME" -timeout=0 "$@" ./fuzz/
 done

@@ -339,6 +339,7 @@ func seedCorpus(tb testing.TB) map[string]map[string][]any {
 		"FuzzRecordDecode":     recordSeeds(tb),
 		"FuzzCheckpointLoad":   checkpointSeeds(tb),
 		"FuzzDocumentValidate": documentSeeds(tb),
+		"FuzzStoreModel":       apiSeeds(),
 	}
 }
 

@@ -89,4 +89,34 @@
 //   - Decoding checks every length against Limits before slicing, so
 //     metadata is validated before a document is touched and a corrupted
 //     length cannot make the decoder allocate beyond the bounds.
+//
+// # After a failed fsync
+//
+// A failed fdatasync does not say which pages reached the disk, and Linux
+// may mark the pages it could not write clean: a later fdatasync of the
+// same file then succeeds without those bytes ever being on disk
+// (PostgreSQL's "fsyncgate", 2018). So the journal never retries a sync
+// and never lets a later sync vouch for bytes an earlier one failed on.
+// When the fdatasync of the tail segment, or the fsync of the directory
+// holding a segment the batch created, fails:
+//
+//  1. every caller of the batch, and of every batch written after the last
+//     good sync, gets a *StorageError wrapping the cause (the store answers
+//     STORAGE); LastIndex stays at the last acknowledged record;
+//  2. the tidwall/wal handle and the sync descriptor are dropped, and the
+//     files are cut back to the end of the last acknowledged record
+//     (segments the lost batches created are removed or emptied), the cut
+//     fsynced file by file, then the directory;
+//  3. the journal reopens and accepts the next batch at LastIndex()+1, so
+//     the lost records' indexes are written afresh and need a new,
+//     successful fdatasync of their own before they count; a Sync already
+//     in flight across the cut acknowledges nothing (the recovery bumps an
+//     epoch it checks).
+//
+// Pages of the acknowledged prefix that share a page with the cut bytes
+// stay correct in the page cache and are written again by the next sync.
+// If the cut or the reopen fails too, the journal stays broken and every
+// Write retries the recovery first, answering STORAGE until it succeeds;
+// nothing is acknowledged meanwhile. TestFailedSyncNeverAcknowledgesLostPages
+// pins this on the bytes of the files.
 package journal

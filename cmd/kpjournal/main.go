@@ -15,12 +15,13 @@
 //	backup      write a backup file of the stopped store (read-only on the store)
 //	restore     build a store from a backup in an empty directory (writes)
 //	demo        compare-and-set writers, a lease handover, a watcher, a restart and a restored backup
+//	torture     SIGKILL a store's writer at random moments, many times, and check what survives (writes)
 //
 // --dir DIR is the media server's storage directory (the store's files are
 // in DIR/state-store). verify, replay, dump, stat, repair, checkpoint and
 // backup require it and refuse a store whose LOCK a running process holds:
-// stop the server, or work on a copy. restore requires it and builds the
-// store there. demo takes it optionally (default: a temporary directory).
+// stop the server, or work on a copy. restore and torture require it and
+// build a store there. demo takes it optionally (default: a temporary directory).
 // Every command but demo takes --json for one JSON document on stdout, in
 // which an empty list is [] and an absent value is null.
 //
@@ -61,6 +62,7 @@ var commands = []command{
 	{"backup", "write a backup file of the stopped store (read-only on the store)", dirStore, runBackup},
 	{"restore", "build a store from a backup in an empty directory (writes)", dirTarget, runRestore},
 	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", dirOptional, runDemo},
+	{"torture", "SIGKILL a store's writer at random moments, many times, and check what survives (writes)", dirTarget, runTorture},
 }
 
 // Exit codes, documented in usage.
@@ -70,7 +72,12 @@ const (
 	exitUsage    = 2
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if child, code := tortureChildRole(); child {
+		os.Exit(code)
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 2 && args[0] == "help" {

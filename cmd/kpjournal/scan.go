@@ -106,9 +106,6 @@ func (s *segmentScan) scanData(start uint64, lim journal.Limits, visit func(it *
 	}
 }
 
-// clean reports whether every byte of the segment parsed.
-func (s *segmentScan) clean() bool { return len(s.damage) == 0 }
-
 // readSegment reads seg into buf (grown as needed) and returns it.
 func readSegment(seg journal.Segment, buf []byte) ([]byte, error) {
 	f, err := os.Open(seg.Path)
