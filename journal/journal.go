@@ -29,6 +29,11 @@ type Options struct {
 	// NoSync skips fsync of appended batches. Only for measuring the cost of
 	// everything but the disk: a journal opened with it is not durable.
 	NoSync bool
+	// NoPrewrite keeps the tail segment append-only, as tidwall/wal alone
+	// writes it (see prewrite.go): for measuring what pre-writing gains,
+	// and for tests that count fdatasyncs. Open still trims zeros a
+	// pre-writing journal left.
+	NoPrewrite bool
 	// QuarantineDir receives a copy of a segment whose torn tail is cut.
 	// Empty means a "quarantine" directory beside the journal directory.
 	QuarantineDir string
@@ -71,6 +76,8 @@ type Journal struct {
 	buf        []byte
 	stats      Stats
 	batchBytes int
+	tailGen    uint64 // bumped whenever the tail segment becomes another file
+	pre        prewriter
 }
 
 // Stats count what the journal has done since Open, for benchmarks and
@@ -82,13 +89,29 @@ type Stats struct {
 	Bytes    uint64 // frame bytes in them
 	Syncs    uint64 // fdatasyncs that made written batches durable
 	Failures uint64 // failed writes and syncs
+	// Prewritten is how many bytes of the tail segment, from the write
+	// offset on, are pre-written with zeros and synced right now: disk
+	// space already allocated to the journal that the next records fill
+	// without growing the file (see prewrite.go). It is 0 when the journal
+	// was opened with NoSync, after a cycle until the background catches
+	// up, and near the end of a segment.
+	Prewritten int64
+	// PrewriteFailures counts zero writes or syncs that failed (a full
+	// disk, for one); the journal then appends as tidwall/wal does alone.
+	PrewriteFailures uint64
+	// Trimmed is how many zero bytes Open cut from the end of the last
+	// segment: pre-written space, or data of records whose sync never
+	// returned, left by a crash.
+	Trimmed int64
 }
 
 // Stats returns the journal's counters.
 func (j *Journal) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.stats
+	st := j.stats
+	st.Prewritten = max(0, j.pre.synced-j.tailBytes)
+	return st
 }
 
 // Open opens (creating if needed) the journal in dir. It finishes any
@@ -133,6 +156,7 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 		return nil, nil, err
 	}
 	j.marker = newFloorMarker(dir, opts.NoSync)
+	j.startPrewriter()
 	return j, cut, nil
 }
 
@@ -245,6 +269,8 @@ func (j *Journal) openLog() error {
 	tail := segs[len(segs)-1]
 	j.log, j.first, j.last, j.written = log, first, last, last
 	j.tailStart, j.tailBytes = tail.Start, tail.Size
+	j.tailChangedLocked()
+	j.kickPrewriterLocked()
 	return nil
 }
 
@@ -334,10 +360,23 @@ func (j *Journal) repairTail() (*TailCut, error) {
 		return nil, &StorageError{Op: "read tail segment", Err: err}
 	}
 	res, _ := scan(data, j.opts.Limits, nil)
+	index := tail.Start + uint64(res.count)
+	if res.bad == nil && res.zeros > 0 {
+		// Pre-written space, or records whose data never reached the disk
+		// (their sync never returned): trimmed, not reported as damage,
+		// unless acknowledged records were there.
+		if err := JudgeTail(tail.Name(), data, res.end, index, j.floor, j.opts.Limits); err != nil {
+			return nil, err
+		}
+		if err := disk.Truncate(tail.Path, res.end); err != nil {
+			return nil, &StorageError{Op: "trim pre-written tail", Err: err}
+		}
+		j.stats.Trimmed = res.zeros
+		return nil, nil
+	}
 	if res.bad == nil {
 		return nil, nil
 	}
-	index := tail.Start + uint64(res.count)
 	if err := JudgeTail(tail.Name(), data, res.bad.offset, index, j.floor, j.opts.Limits); err != nil {
 		var ce *CorruptError
 		if errors.As(err, &ce) {
@@ -465,6 +504,12 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	// batch is acknowledged whole or not at all, and a recovery cuts the
 	// files back to j.last.
 	j.tailBytes, j.tailStart = tail, tailStart
+	if cycled {
+		// The entry that sealed the old segment reached SegmentSize, past
+		// every pre-written byte; the new tail is a fresh, empty file.
+		j.tailChangedLocked()
+	}
+	j.kickPrewriterLocked()
 	// The new segment's directory entry is made durable by the Sync that
 	// acknowledges its first records, off the writer's path.
 	j.dirDirty = j.dirDirty || cycled
@@ -756,6 +801,11 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 		if res.bad != nil {
 			return &CorruptError{Segment: s.Name(), Offset: res.bad.offset, Index: s.Start + uint64(res.count), Reason: res.bad.reason}
 		}
+		if res.zeros > 0 && next != 0 {
+			// Pre-writing never passes the entry that seals a segment.
+			return &CorruptError{Segment: s.Name(), Offset: res.end, Index: s.Start + uint64(res.count),
+				Reason: fmt.Sprintf("sealed segment ends in %d zero bytes (empty entries)", res.zeros)}
+		}
 		end := s.Start + uint64(res.count)
 		if next != 0 && end != next {
 			return &CorruptError{Segment: s.Name(), Offset: res.end, Index: end,
@@ -805,10 +855,15 @@ func (j *Journal) truncateFront(index uint64, syncDir bool) error {
 		return &StorageError{Op: "truncate front", Index: index, Err: err}
 	}
 	j.first = index
-	// The truncation may have renamed the tail segment.
-	j.closeSyncFileLocked()
-	if segs, err := ListSegments(j.dir); err == nil && len(segs) > 0 {
-		j.tailStart, j.tailBytes = segs[len(segs)-1].Start, segs[len(segs)-1].Size
+	if index >= j.tailStart {
+		// tidwall/wal rewrote the tail from index on (records only, no
+		// pre-written zeros) under the name of index.
+		j.closeSyncFileLocked()
+		if segs, err := ListSegments(j.dir); err == nil && len(segs) > 0 {
+			j.tailStart, j.tailBytes = segs[len(segs)-1].Start, segs[len(segs)-1].Size
+		}
+		j.tailChangedLocked()
+		j.kickPrewriterLocked()
 	}
 	return nil
 }
@@ -858,6 +913,9 @@ func (j *Journal) Close() error {
 		return ErrClosed
 	}
 	j.closed = true
+	j.mu.Unlock()
+	j.stopPrewriter()
+	j.mu.Lock()
 	j.closeSyncFileLocked()
 	err := j.closeFloor(j.last)
 	if j.log == nil {
@@ -865,6 +923,12 @@ func (j *Journal) Close() error {
 	}
 	err = errors.Join(err, j.log.Close())
 	j.log = nil
+	if j.broken == nil {
+		// Leave records only: the next open then needs no trim. (After a
+		// failure the next open's repair cuts everything after j.last.)
+		err = errors.Join(err, j.trimTailLocked())
+	}
+	j.tailChangedLocked()
 	return err
 }
 

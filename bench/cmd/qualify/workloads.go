@@ -19,6 +19,8 @@ const casKeys = 127
 var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
 	{name: harness.NameRawAppend, run: runRawAppend},
+	{name: harness.NameRawOverwrite, run: serialRaw(harness.RawOverwriteFdatasync)},
+	{name: harness.NameRawFallocate, run: serialRaw(harness.RawFallocateFdatasync)},
 	{name: nameMemoryCAS, run: runMemoryCAS},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
@@ -34,16 +36,22 @@ var workloads = []workload{
 }
 
 // runRawAppend is the serial write+fdatasync floor, env.Ops operations.
-func runRawAppend(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(harness.NameRawAppend)
-	if err != nil {
-		return nil, err
+var runRawAppend = serialRaw(harness.RawAppendFdatasync)
+
+// serialRaw turns a serial physical baseline into a workload of env.Ops
+// operations of env.Payload bytes in a scratch directory of its own.
+func serialRaw(measure func(dir string, payload, n int) (harness.Result, error)) func(env *Env) ([]harness.Result, error) {
+	return func(env *Env) ([]harness.Result, error) {
+		dir, err := env.Scratch("raw")
+		if err != nil {
+			return nil, err
+		}
+		r, err := measure(dir, env.Payload, env.Ops)
+		if err != nil {
+			return nil, err
+		}
+		return []harness.Result{r}, nil
 	}
-	r, err := harness.RawAppendFdatasync(dir, env.Payload, env.Ops)
-	if err != nil {
-		return nil, err
-	}
-	return []harness.Result{r}, nil
 }
 
 // runRawGroup is the group-commit ceiling, once per writer count.
