@@ -132,8 +132,12 @@ func (j *Journal) kickPrewriterLocked() {
 
 // tailChangedLocked records that the tail segment is a different file, or
 // was rewritten without its zeros (cycle, recovery, a front truncation that
-// reached the tail): nothing of it is pre-written.
+// reached the tail): nothing of it is pre-written, and tidwall/wal's buffer
+// for it needs pre-sizing (tailbuf.go).
 func (j *Journal) tailChangedLocked() {
+	if j.log != nil && !j.closed {
+		presizeTail(j.log, j.opts.SegmentSize+uvarintLen(uint64(maxFrameSize(j.opts.Limits)))+maxFrameSize(j.opts.Limits))
+	}
 	j.tailGen++
 	j.pre.end, j.pre.synced = 0, 0
 	if j.pre.f != nil {

@@ -21,6 +21,7 @@
 //	--payload N          bytes per durable write (default 2273 = 2193-byte document + 80 frame)
 //	--only LIST          run only these workloads, by name
 //	--list               print the workload names and exit
+//	--cpuprofile FILE    write a CPU profile of the run to FILE
 package main
 
 import (
@@ -28,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -91,6 +93,7 @@ func run(args []string) error {
 	only := fs.StringSlice("only", nil, "run only these workloads (comma-separated names)")
 	list := fs.Bool("list", false, "print the workload names and exit")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -127,6 +130,20 @@ func run(args []string) error {
 		}
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	root, err := os.MkdirTemp(*dir, "qualify-")
 	if err != nil {
 		return err

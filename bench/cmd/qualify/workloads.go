@@ -1,10 +1,11 @@
 package main
 
 import (
-	"fmt"
-
+	"github.com/keeppeek/statestore/bench/boltpeer"
+	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
+	"github.com/keeppeek/statestore/bench/walpeer"
 )
 
 // casKeys is the number of owners (documents) of the CAS workloads; with the
@@ -21,6 +22,7 @@ var workloads = []workload{
 	{name: harness.NameRawAppend, run: runRawAppend},
 	{name: harness.NameRawOverwrite, run: serialRaw(harness.RawOverwriteFdatasync)},
 	{name: harness.NameRawFallocate, run: serialRaw(harness.RawFallocateFdatasync)},
+	{name: nameDurableCASAppend, run: runDurableCASAppend},
 	{name: nameMemoryCAS, run: runMemoryCAS},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
@@ -29,10 +31,16 @@ var workloads = []workload{
 	{name: nameReplayJournal, run: runReplayJournal},
 	{name: nameBackupFullStore, run: runBackupFullStore},
 	{name: nameDurableCASConcurrent, run: runDurableCASConcurrent},
+	{name: nameDurableCASConcurrentAppend, run: runDurableCASConcurrentAppend},
 	{name: nameMemoryCASConcurrent, run: runMemoryCASConcurrent},
 	{name: harness.NameRawGroup, run: runRawGroup},
-	{name: sqlitepeer.NameCAS, run: runSQLiteCAS},
-	{name: sqlitepeer.NameCASConcurrent, run: runSQLiteCASConcurrent},
+	{name: walpeer.NameGroup, run: runWALGroup},
+	{name: sqlitepeer.NameCAS, run: serialPeer(sqlitepeer.NameCAS, openSQLite, "wal sync=full")},
+	{name: sqlitepeer.NameCASConcurrent, run: concurrentPeer(sqlitepeer.NameCASConcurrent, openSQLite, "wal sync=full conns=1")},
+	{name: boltpeer.NameCAS, run: serialPeer(boltpeer.NameCAS, openBolt(false), "Update per CAS")},
+	{name: boltpeer.NameCASConcurrent, run: concurrentPeer(boltpeer.NameCASConcurrent, openBolt(true), "Batch")},
+	{name: etcdpeer.NameCAS, run: serialPeer(etcdpeer.NameCAS, openEtcd, "embedded single member, in-process client")},
+	{name: etcdpeer.NameCASConcurrent, run: concurrentPeer(etcdpeer.NameCASConcurrent, openEtcd, "embedded single member, in-process client")},
 }
 
 // runRawAppend is the serial write+fdatasync floor, env.Ops operations.
@@ -66,62 +74,6 @@ func runRawGroup(env *Env) ([]harness.Result, error) {
 		if err != nil {
 			return out, err
 		}
-		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// runSQLiteCAS is the serial SQLite peer: env.Ops compare-and-sets cycling
-// over casKeys documents of harness.DocBytes bytes.
-func runSQLiteCAS(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(sqlitepeer.NameCAS)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sqlitepeer.Open(dir, casKeys, harness.DocBytes, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	r, err := harness.Serial(sqlitepeer.NameCAS, env.Ops, func(i int) error {
-		return db.CAS(i % casKeys)
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.Note = fmt.Sprintf("n=%d keys=%d doc=%dB wal sync=full", env.Ops, casKeys, harness.DocBytes)
-	return []harness.Result{r}, nil
-}
-
-// runSQLiteCASConcurrent is the concurrent SQLite peer: per writer count W,
-// writer w cycles over the keys k with k%W == w, through one connection.
-func runSQLiteCASConcurrent(env *Env) ([]harness.Result, error) {
-	var out []harness.Result
-	for _, w := range env.Writers {
-		if w > casKeys {
-			return out, fmt.Errorf("%d writers exceed %d keys", w, casKeys)
-		}
-		dir, err := env.Scratch(sqlitepeer.NameCASConcurrent)
-		if err != nil {
-			return out, err
-		}
-		db, err := sqlitepeer.Open(dir, casKeys, harness.DocBytes, 1)
-		if err != nil {
-			return out, err
-		}
-		writers := w
-		r, err := harness.RunBudget(sqlitepeer.NameCASConcurrent, writers, env.Budget, func(wr, i int) error {
-			owned := (casKeys - wr + writers - 1) / writers
-			return db.CAS(wr + (i%owned)*writers)
-		})
-		if cerr := db.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return out, err
-		}
-		r.Note += fmt.Sprintf(" keys=%d doc=%dB wal sync=full conns=1", casKeys, harness.DocBytes)
 		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
 		out = append(out, r)
 	}
