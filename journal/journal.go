@@ -77,6 +77,7 @@ type Journal struct {
 	stats      Stats
 	batchBytes int
 	tailGen    uint64 // bumped whenever the tail segment becomes another file
+	reclaimed  bool   // Reclaim removed segments tidwall/wal still lists
 	pre        prewriter
 }
 
@@ -732,7 +733,7 @@ func (j *Journal) recoverLocked() error {
 			return fmt.Errorf("journal reopened at index %d, expected %d", last, j.last)
 		}
 	}
-	j.broken = nil
+	j.broken, j.reclaimed = nil, false
 	return nil
 }
 
@@ -822,13 +823,8 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 // TruncateFront removes every record before index (which must be at most
 // LastIndex()+1), so the journal then starts at index. The store calls it
 // only for records a durable checkpoint already covers.
-func (j *Journal) TruncateFront(index uint64) error { return j.truncateFront(index, true) }
-
-// truncateFront is TruncateFront; syncDir says whether to make the
-// directory changes durable before returning. A reclaim need not: if a
-// crash undoes the removals, the journal merely starts earlier, and
-// tidwall/wal finishes an interrupted truncation on open.
-func (j *Journal) truncateFront(index uint64, syncDir bool) error {
+// The directory changes are durable when it returns.
+func (j *Journal) TruncateFront(index uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -840,13 +836,16 @@ func (j *Journal) truncateFront(index uint64, syncDir bool) error {
 	if index > j.last+1 {
 		return fmt.Errorf("truncate front to index %d: beyond last index %d", index, j.last)
 	}
-	if j.broken != nil {
+	if j.broken != nil || j.reclaimed {
+		// After Reclaim, reopening is how tidwall/wal relearns which
+		// segments exist (a recovery cuts back to the last acknowledged
+		// record; callers truncate with no write in flight).
 		if err := j.recoverLocked(); err != nil {
 			return &StorageError{Op: "recover", Err: err}
 		}
 	}
 	err := j.log.TruncateFront(index)
-	if err == nil && syncDir {
+	if err == nil {
 		err = disk.SyncDir(j.dir)
 	}
 	if err != nil {
@@ -869,27 +868,40 @@ func (j *Journal) truncateFront(index uint64, syncDir bool) error {
 }
 
 // Reclaim frees the segment files that hold only records before index,
-// the first record the caller still needs. tidwall/wal rewrites, on every
-// front truncation, the segment holding the new first record from that
-// record on, under the lock every write takes; so instead of truncating at
-// index (which would rewrite up to a whole segment, often the tail, and
-// stall writes meanwhile) Reclaim truncates at the last record of the
-// segment before the one holding index. The rewrite is then one record,
-// the tail is never touched, and the journal keeps at most one segment
-// more than it must. It does nothing when no whole segment can be freed.
+// the first record the caller still needs: every sealed segment whose
+// successor starts at or before index is removed, oldest first, so a crash
+// part way leaves a journal that merely starts earlier. It works on the
+// files alone and never calls tidwall/wal's TruncateFront, which rewrites
+// the segment holding the new first record through a new file and an
+// fsync while holding the lock every write takes: a reclaim after each
+// checkpoint would stall commits for that long. Removing whole files takes
+// the journal's lock only for the unlinks. tidwall/wal's own list of
+// segments then names files that are gone; it reads that list only for
+// Read (never used) and TruncateFront, so TruncateFront reopens the Log
+// first. The directory is not fsynced: if a crash undoes a removal, the
+// journal starts earlier, which checkpoints make harmless. It does nothing
+// when no whole segment can be freed.
 func (j *Journal) Reclaim(index uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrClosed
+	}
+	if index > j.last+1 {
+		return fmt.Errorf("reclaim to index %d: beyond last index %d", index, j.last)
+	}
 	segs, err := ListSegments(j.dir)
 	if err != nil {
-		return &StorageError{Op: "truncate front", Err: err}
+		return &StorageError{Op: "reclaim", Err: err}
 	}
-	k := len(segs) - 1
-	for k > 0 && segs[k].Start > index {
-		k--
+	for i := 0; i+1 < len(segs) && segs[i+1].Start <= index && segs[i].Start < j.tailStart; i++ {
+		if err := os.Remove(segs[i].Path); err != nil {
+			return &StorageError{Op: "reclaim", Index: segs[i].Start, Err: err}
+		}
+		j.first = max(j.first, segs[i+1].Start)
+		j.reclaimed = true
 	}
-	if k == 0 {
-		return nil
-	}
-	return j.truncateFront(segs[k].Start-1, false)
+	return nil
 }
 
 // Size is the total size in bytes of the segment files.
