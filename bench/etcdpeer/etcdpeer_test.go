@@ -10,7 +10,6 @@ func TestCAS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	for i := 0; i < 9; i++ {
 		if err := db.CAS(i % db.Keys()); err != nil {
 			t.Fatalf("CAS %d: %v", i, err)
@@ -23,5 +22,8 @@ func TestCAS(t *testing.T) {
 	db.revs[1] = stale
 	if err := db.CAS(1); !errors.Is(err, ErrConflict) {
 		t.Fatalf("stale CAS = %v, want ErrConflict", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("close: %v", err)
 	}
 }

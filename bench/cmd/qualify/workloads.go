@@ -43,6 +43,18 @@ var workloads = []workload{
 	{name: etcdpeer.NameCASConcurrent, run: concurrentPeer(etcdpeer.NameCASConcurrent, openEtcd, "embedded single member, in-process client")},
 }
 
+// serialFigure and concurrentFigure are the workloads the report draws,
+// in legend order.
+var (
+	serialFigure = []string{nameDurableCAS, nameDurableCASAppend, harness.NameRawAppend, harness.NameRawOverwrite,
+		harness.NameRawFallocate, sqlitepeer.NameCAS, boltpeer.NameCAS, etcdpeer.NameCAS}
+	concurrentFigure = []string{nameDurableCASConcurrent, nameDurableCASConcurrentAppend, nameMemoryCASConcurrent,
+		harness.NameRawGroup, walpeer.NameGroup, sqlitepeer.NameCASConcurrent, boltpeer.NameCASConcurrent, etcdpeer.NameCASConcurrent}
+	// measuredModules are the versions BENCHMARKS.md reports.
+	measuredModules = []string{"github.com/keeppeek/statestore", "github.com/tidwall/wal", "modernc.org/sqlite",
+		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "gonum.org/v1/plot"}
+)
+
 // runRawAppend is the serial write+fdatasync floor, env.Ops operations.
 var runRawAppend = serialRaw(harness.RawAppendFdatasync)
 
