@@ -22,16 +22,9 @@ const (
 // (in names' order) as a quantile curve: x is the latency in µs on a log
 // axis, y the share of operations at most that slow.
 func plotLatency(path string, results []harness.Result, names []string) error {
-	p := plot.New()
-	p.Title.Text = "Serial latency distribution (one writer)"
-	p.X.Label.Text = "latency per operation, µs (log scale)"
-	p.Y.Label.Text = "operations at most this slow, %"
-	p.X.Scale = plot.LogScale{}
+	p := newFigure("Serial latency distribution (one writer)", "latency per operation, µs (log scale)", "operations at most this slow, %")
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = 0, 100
-	p.Legend.Top = false
-	p.Legend.Left = false
-	p.Add(plotter.NewGrid())
+	p.Y.Max = 100
 	n := 0
 	for _, name := range names {
 		r, ok := find(results, name, 1)
@@ -56,16 +49,9 @@ func plotLatency(path string, results []harness.Result, names []string) error {
 // plotThroughput draws acknowledged operations per second against the
 // writer count for each named concurrent workload.
 func plotThroughput(path string, results []harness.Result, names []string) error {
-	p := plot.New()
-	p.Title.Text = "Throughput against concurrent writers"
-	p.X.Label.Text = "concurrent writers (log scale)"
-	p.Y.Label.Text = "acknowledged operations per second"
-	p.X.Scale = plot.LogScale{}
+	p := newFigure("Throughput against concurrent writers", "concurrent writers (log scale)", "acknowledged operations per second")
 	p.X.Tick.Marker = writerTicks(results)
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
 	n := 0
 	for _, name := range names {
 		var pts plotter.XYs
@@ -87,6 +73,18 @@ func plotThroughput(path string, results []harness.Result, names []string) error
 		return fmt.Errorf("report: no concurrent result to plot in %s", path)
 	}
 	return p.Save(figWidth, figHeight, path)
+}
+
+// newFigure is a plot with a log x axis, a y axis from 0, and a grid.
+func newFigure(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.X.Scale = plot.LogScale{}
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	return p
 }
 
 // addLine adds the i-th series with its own colour, dash and glyph, so

@@ -7,7 +7,6 @@ import (
 	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
-	"github.com/keeppeek/statestore/bench/walpeer"
 )
 
 // casPeer is another store running the durable_cas workload: casKeys
@@ -91,23 +90,4 @@ func concurrentPeer(name string, open openPeer, note string) func(env *Env) ([]h
 		}
 		return out, nil
 	}
-}
-
-// runWALGroup is the floor of the journal's library at each writer count:
-// the writers' bytes through tidwall/wal by one group committer.
-func runWALGroup(env *Env) ([]harness.Result, error) {
-	var out []harness.Result
-	for _, w := range env.Writers {
-		dir, err := env.Scratch(walpeer.NameGroup)
-		if err != nil {
-			return out, err
-		}
-		r, err := walpeer.Group(dir, env.Payload, w, env.Budget)
-		if err != nil {
-			return out, err
-		}
-		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
-		out = append(out, r)
-	}
-	return out, nil
 }

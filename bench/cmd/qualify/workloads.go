@@ -75,19 +75,29 @@ func serialRaw(measure func(dir string, payload, n int) (harness.Result, error))
 }
 
 // runRawGroup is the group-commit ceiling, once per writer count.
-func runRawGroup(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(harness.NameRawGroup)
-	if err != nil {
-		return nil, err
-	}
-	var out []harness.Result
-	for _, w := range env.Writers {
-		r, err := harness.RawGroupFdatasync(dir, env.Payload, w, env.Budget)
-		if err != nil {
-			return out, err
+var runRawGroup = groupPerWriters(harness.NameRawGroup, harness.RawGroupFdatasync)
+
+// runWALGroup is the floor of the journal's library at each writer count:
+// the writers' bytes through tidwall/wal by one group committer.
+var runWALGroup = groupPerWriters(walpeer.NameGroup, walpeer.Group)
+
+// groupPerWriters runs a group-commit baseline once per writer count, each
+// in a fresh scratch directory.
+func groupPerWriters(name string, measure func(dir string, payload, writers int, b harness.Budget) (harness.Result, error)) func(env *Env) ([]harness.Result, error) {
+	return func(env *Env) ([]harness.Result, error) {
+		var out []harness.Result
+		for _, w := range env.Writers {
+			dir, err := env.Scratch(name)
+			if err != nil {
+				return out, err
+			}
+			r, err := measure(dir, env.Payload, w, env.Budget)
+			if err != nil {
+				return out, err
+			}
+			env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
+			out = append(out, r)
 		}
-		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
-		out = append(out, r)
+		return out, nil
 	}
-	return out, nil
 }
