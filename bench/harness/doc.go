@@ -25,6 +25,7 @@
 //     and then calls fdatasync(2) exactly once, for every operation, serially.
 //     No operation returns before its bytes are on stable storage as far as
 //     fdatasync promises.
+//
 //   - [RawGroupFdatasync] ("raw_group_fdatasync") runs W submitters against
 //     one [GroupCommitter]: a single goroutine that takes everything queued
 //     when it wakes, appends the whole batch with exactly one write(2) and
