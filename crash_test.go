@@ -27,6 +27,10 @@ const (
 	envCrashWriter = "KP_TEST_CRASH_WRITER"
 	envFsizeChild  = "KP_TEST_FSIZE_CHILD"
 	envCrashCkpt   = "KP_TEST_CRASH_CHECKPOINT_BYTES"
+	// envCrashReopen makes the writer close and reopen its store every few
+	// writes, so kills land in the trims of pre-written space at Close and
+	// at Open as well as in pre-writing itself.
+	envCrashReopen = "KP_TEST_CRASH_REOPEN"
 )
 
 // crashOptions are the options of the crash writer and of the reopen that
@@ -59,6 +63,10 @@ const crashNS = "group/crash"
 // each acknowledged mutation as "P key rev" or "D key rev" only after the
 // store returned success. The parent SIGKILLs it.
 func crashWriter(dir string) {
+	if os.Getenv(envCrashReopen) != "" {
+		reopeningWriter(dir)
+		return
+	}
 	s, err := statestore.Open(crashOptions(dir))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -103,6 +111,38 @@ func crashWriter(dir string) {
 	wg.Wait()
 }
 
+// reopeningWriter is the crash writer of TestCrashKillDuringTrims: one
+// writer that closes and reopens the store after every few puts, printing
+// each acknowledged put as "P key rev".
+func reopeningWriter(dir string) {
+	fmt.Println("READY")
+	admin := statestore.Principal{ID: "writer", Admin: true}
+	for i := 0; ; {
+		s, err := statestore.Open(crashOptions(dir))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "open:", err)
+			os.Exit(3)
+		}
+		for end := i + 1 + i%7; i < end; i++ {
+			key := fmt.Sprintf("k%d", i%12)
+			x := statestore.CreateOnly
+			if cur, err := s.Get(ctx, admin, crashNS, key); err == nil {
+				x = statestore.IfRevision(cur.Revision)
+			}
+			e, err := s.Put(ctx, admin, statestore.PutRequest{Namespace: crashNS, Key: key, Schema: schema.MediaIntentV1, Document: docN(i), Expect: x})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "write:", err)
+				os.Exit(4)
+			}
+			fmt.Printf("P %s %d\n", key, e.Revision)
+		}
+		if err := s.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "close:", err)
+			os.Exit(5)
+		}
+	}
+}
+
 type ackedOp struct {
 	del bool
 	rev uint64
@@ -122,10 +162,20 @@ func TestCrashKillDuringCheckpoints(t *testing.T) {
 	crashKillLoop(t, "12000")
 }
 
+// TestCrashKillDuringTrims is the same with a writer that closes and
+// reopens the store every few writes, so kills also land in the trim of
+// the pre-written tail at Close and at Open.
+func TestCrashKillDuringTrims(t *testing.T) {
+	t.Setenv(envCrashReopen, "1")
+	crashKillLoop(t, "")
+}
+
 func crashKillLoop(t *testing.T, ckptBytes string) {
 	if ckptBytes != "" {
 		t.Setenv(envCrashCkpt, ckptBytes)
 	}
+	trims := 0 // reopens that found pre-written space to trim
+	cuts := 0  // reopens that cut a torn record (each keeps a quarantine copy)
 	iterations := 25
 	if testing.Short() {
 		iterations = 5
@@ -158,10 +208,17 @@ func crashKillLoop(t *testing.T, ckptBytes string) {
 			}
 			maxAcked = max(maxAcked, rev)
 		}
-		floor = verifyAfterCrash(t, it, dir, last, maxAcked)
+		var trimmed bool
+		floor, trimmed = verifyAfterCrash(t, it, dir, last, maxAcked, &cuts)
+		if trimmed {
+			trims++
+		}
 	}
 	if maxAcked == 0 {
 		t.Fatal("no write was ever acknowledged")
+	}
+	if trims == 0 {
+		t.Fatal("no reopen found pre-written space: the kills never landed while the journal's tail was pre-written")
 	}
 	if ckptBytes != "" {
 		files, _ := checkpoint.List(filepath.Join(dir, statestore.StoreDirName))
@@ -217,13 +274,24 @@ func killWriter(t *testing.T, it int, env, dir string, want int) []string {
 	return got
 }
 
-func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp, maxAcked uint64) uint64 {
+// verifyAfterCrash reopens the store and checks every acknowledged write.
+// It returns the namespace revision served and whether the open trimmed
+// pre-written space off the journal's tail.
+func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp, maxAcked uint64, cuts *int) (uint64, bool) {
 	t.Helper()
 	s, err := statestore.Open(crashOptions(dir))
 	if err != nil {
 		t.Fatalf("iteration %d: reopen after SIGKILL: %v", it, err)
 	}
 	defer s.Close()
+	// Pre-written zeros are trimmed without a report: only a torn record
+	// (a kill can cut a write short between pages) leaves a quarantine copy.
+	if s.OpenReport().TailCut != nil {
+		*cuts++
+	}
+	if q, _ := os.ReadDir(filepath.Join(dir, statestore.StoreDirName, "quarantine")); len(q) != *cuts {
+		t.Fatalf("iteration %d: quarantine holds %d files after %d torn tails", it, len(q), *cuts)
+	}
 	// Every record is in crashNS, so a record's journal index is its
 	// namespace revision: a cut at or below the highest acknowledged
 	// revision would have cut acknowledged data.
@@ -247,5 +315,5 @@ func verifyAfterCrash(t *testing.T, it int, dir string, last map[string]ackedOp,
 			t.Fatalf("iteration %d: get %s: %v", it, key, err)
 		}
 	}
-	return nsRev
+	return nsRev, s.JournalStats().Trimmed > 0
 }

@@ -1,6 +1,7 @@
 package statestore_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -42,8 +43,15 @@ func TestWriteFailureRLimit(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
 		t.Fatal(err)
 	}
+	// The limit sits just past the records, inside the tail's pre-written
+	// zeros: RLIMIT_FSIZE refuses writes past an offset, whatever the
+	// file's size, so the next batch fails part way as on a full disk.
 	segs, _ := journal.ListSegments(f.dir + "/state-store/journal")
-	tail := segs[len(segs)-1].Size
+	data, err := os.ReadFile(segs[len(segs)-1].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := len(bytes.TrimRight(data, "\x00"))
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(tail) + 150, Max: lim.Max}); err != nil {
 		t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
 	}
@@ -72,7 +80,7 @@ func TestWriteFailureRLimit(t *testing.T) {
 		}
 	}
 	// Still failing while the limit holds, and still changing nothing.
-	_, err := f.put(alice, ns, "refused-again", docN(7), statestore.Expect{})
+	_, err = f.put(alice, ns, "refused-again", docN(7), statestore.Expect{})
 	wantCode(t, err, statestore.Storage, "journal")
 	// Space comes back: the same store accepts writes, without a restart.
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {

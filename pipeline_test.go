@@ -145,7 +145,8 @@ func TestSyncFailureLoneWriter(t *testing.T) {
 // before a sync covers it. Ops of a group still gathering when the stalled
 // sync ends are admitted then, so three fdatasyncs cover every write.
 func TestWritesPipelineBehindSync(t *testing.T) {
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	// The hook counts and stalls commit fdatasyncs: no pre-writer syncs.
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.NoPrewrite = -1, true })
 	const ns, later = "group/pipeline", 64
 	entered, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once

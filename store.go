@@ -46,6 +46,11 @@ type Options struct {
 	// isolate the cost of everything but the disk; a store opened with it
 	// loses acknowledged writes on a crash.
 	NoSync bool
+	// NoPrewrite keeps the journal's tail segment append-only instead of
+	// pre-written with zeros ahead of the records (journal.Options
+	// NoPrewrite): for measuring what pre-writing gains, and for tests
+	// that count fdatasyncs.
+	NoPrewrite bool
 	// Logger receives reports such as a torn journal tail cut at open; nil
 	// discards them.
 	Logger *slog.Logger
@@ -200,7 +205,7 @@ func (s *Store) open() error {
 	}
 	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
-		QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor,
+		NoPrewrite: s.opts.NoPrewrite, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor,
 	})
 	if err != nil {
 		return err

@@ -60,10 +60,34 @@
 //   - Every record is verified (CRC, version, kind, lengths within Limits)
 //     on replay. An empty entry, which is how tidwall/wal reads zero-filled
 //     bytes, is damage, never data.
+//   - The tail segment is pre-written (prewrite.go): a background goroutine
+//     writes zeros ahead of tidwall/wal's write offset, up to the segment
+//     size, in 256 KiB chunks, each fdatasynced, so a commit's fdatasync
+//     overwrites blocks that exist and carries no size or allocation change
+//     (0.6-0.7x the cost of an appending one on the disk measured). Zeros
+//     are written only at or after the write offset, under the lock every
+//     Write takes, so they never land on a record; the entry that seals a
+//     segment reaches the segment size, past every zero, so sealed segments
+//     hold records only and zeros ending one are corruption. Close trims the
+//     zeros; Open trims a run of zero bytes from an entry boundary to the end
+//     of the last segment without a TailCut or a quarantine copy (they are
+//     pre-written space, or records whose sync never returned), counting it
+//     in Stats.Trimmed, unless acknowledged records were there (the floor).
+//     Stats.Prewritten is the synced space ahead of the records (the space a
+//     full-disk reserve can count on); a failed zero write stops pre-writing
+//     for that segment, a failed zero fdatasync is treated as a failed
+//     commit. Options.NoPrewrite keeps the tail append-only.
+//   - tidwall/wal's tail buffer is pre-sized to a whole segment (tailbuf.go)
+//     so its appends never reallocate it; a tidwall/wal whose layout differs
+//     makes this a no-op, never a memory error.
+//   - Reclaim frees space by removing whole sealed segments, oldest first,
+//     never by tidwall/wal's TruncateFront (which rewrites a segment and
+//     fsyncs under the lock writes take).
 //   - Open cuts only a torn tail of the last segment, and JudgeTail is the
 //     one rule that decides it, for Open and for every kpjournal command.
 //     Torn means what an interrupted append leaves: from the damaged entry
-//     to the end of the file, nothing but zeros, or one entry whose length
+//     (inside an entry; from an entry boundary it is pre-written space, see
+//     above) to the end of the file, nothing but zeros, or one entry whose length
 //     is within the frame sizes a record can have, whose written bytes are
 //     a consistent frame header, and which runs past the end of the file or
 //     ends inside the trailing zeros. A length beyond the largest frame, a

@@ -34,6 +34,15 @@ func fileBytes(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
+// withoutZeroTail is b without its trailing zero bytes (pre-written space).
+func withoutZeroTail(b []byte) []byte {
+	n := len(b)
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return b[:n]
+}
+
 // TestFailedSyncNeverAcknowledgesLostPages pins what the journal does after
 // a failed fsync. Linux may mark the pages of a failed fdatasync clean, so
 // a later fdatasync of the same file succeeds although those bytes never
@@ -74,6 +83,8 @@ func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "journal")
 			// Small segments: the failed batch opens new segment files.
+			// (The pre-writer's background syncs have a fault seam of their
+			// own, so the injected failure hits the commit's sync.)
 			j, _ := openJournal(t, dir, 300)
 			defer j.Close()
 			mustWrite(t, j, records(1, 3), 1)
@@ -95,15 +106,17 @@ func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
 				t.Fatalf("the injected failure ran %d times, want once", failed.Load())
 			}
 
-			// The bytes of the failed batch are gone from the files.
+			// The bytes of the failed batch are gone from the files. The
+			// pre-written zeros ahead of the records are no data: a
+			// recovery may trim them, so records are compared without them.
 			after := fileBytes(t, dir)
 			for name, b := range acked {
-				if !bytes.Equal(after[name], b) {
-					t.Errorf("%s: %d bytes after the failure, %d at the last good sync (or different content)", name, len(after[name]), len(b))
+				if !bytes.Equal(withoutZeroTail(after[name]), withoutZeroTail(b)) {
+					t.Errorf("%s: %d bytes of records after the failure, %d at the last good sync (or different content)", name, len(withoutZeroTail(after[name])), len(withoutZeroTail(b)))
 				}
 			}
 			for name, b := range after {
-				if _, ok := acked[name]; !ok && len(b) != 0 {
+				if _, ok := acked[name]; !ok && len(withoutZeroTail(b)) != 0 {
 					t.Errorf("%s, created by the failed batch, still holds %d bytes", name, len(b))
 				}
 			}

@@ -29,6 +29,11 @@ type Options struct {
 	// NoSync skips fsync of appended batches. Only for measuring the cost of
 	// everything but the disk: a journal opened with it is not durable.
 	NoSync bool
+	// NoPrewrite keeps the tail segment append-only, as tidwall/wal alone
+	// writes it (see prewrite.go): for measuring what pre-writing gains,
+	// and for tests that count fdatasyncs. Open still trims zeros a
+	// pre-writing journal left.
+	NoPrewrite bool
 	// QuarantineDir receives a copy of a segment whose torn tail is cut.
 	// Empty means a "quarantine" directory beside the journal directory.
 	QuarantineDir string
@@ -71,6 +76,9 @@ type Journal struct {
 	buf        []byte
 	stats      Stats
 	batchBytes int
+	tailGen    uint64 // bumped whenever the tail segment becomes another file
+	reclaimed  bool   // Reclaim removed segments tidwall/wal still lists
+	pre        prewriter
 }
 
 // Stats count what the journal has done since Open, for benchmarks and
@@ -82,13 +90,29 @@ type Stats struct {
 	Bytes    uint64 // frame bytes in them
 	Syncs    uint64 // fdatasyncs that made written batches durable
 	Failures uint64 // failed writes and syncs
+	// Prewritten is how many bytes of the tail segment, from the write
+	// offset on, are pre-written with zeros and synced right now: disk
+	// space already allocated to the journal that the next records fill
+	// without growing the file (see prewrite.go). It is 0 when the journal
+	// was opened with NoSync, after a cycle until the background catches
+	// up, and near the end of a segment.
+	Prewritten int64
+	// PrewriteFailures counts zero writes or syncs that failed (a full
+	// disk, for one); the journal then appends as tidwall/wal does alone.
+	PrewriteFailures uint64
+	// Trimmed is how many zero bytes Open cut from the end of the last
+	// segment: pre-written space, or data of records whose sync never
+	// returned, left by a crash.
+	Trimmed int64
 }
 
 // Stats returns the journal's counters.
 func (j *Journal) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.stats
+	st := j.stats
+	st.Prewritten = max(0, j.pre.synced-j.tailBytes)
+	return st
 }
 
 // Open opens (creating if needed) the journal in dir. It finishes any
@@ -133,6 +157,7 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 		return nil, nil, err
 	}
 	j.marker = newFloorMarker(dir, opts.NoSync)
+	j.startPrewriter()
 	return j, cut, nil
 }
 
@@ -245,6 +270,8 @@ func (j *Journal) openLog() error {
 	tail := segs[len(segs)-1]
 	j.log, j.first, j.last, j.written = log, first, last, last
 	j.tailStart, j.tailBytes = tail.Start, tail.Size
+	j.tailChangedLocked()
+	j.kickPrewriterLocked()
 	return nil
 }
 
@@ -334,10 +361,23 @@ func (j *Journal) repairTail() (*TailCut, error) {
 		return nil, &StorageError{Op: "read tail segment", Err: err}
 	}
 	res, _ := scan(data, j.opts.Limits, nil)
+	index := tail.Start + uint64(res.count)
+	if res.bad == nil && res.zeros > 0 {
+		// Pre-written space, or records whose data never reached the disk
+		// (their sync never returned): trimmed, not reported as damage,
+		// unless acknowledged records were there.
+		if err := JudgeTail(tail.Name(), data, res.end, index, j.floor, j.opts.Limits); err != nil {
+			return nil, err
+		}
+		if err := disk.Truncate(tail.Path, res.end); err != nil {
+			return nil, &StorageError{Op: "trim pre-written tail", Err: err}
+		}
+		j.stats.Trimmed = res.zeros
+		return nil, nil
+	}
 	if res.bad == nil {
 		return nil, nil
 	}
-	index := tail.Start + uint64(res.count)
 	if err := JudgeTail(tail.Name(), data, res.bad.offset, index, j.floor, j.opts.Limits); err != nil {
 		var ce *CorruptError
 		if errors.As(err, &ce) {
@@ -465,6 +505,12 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	// batch is acknowledged whole or not at all, and a recovery cuts the
 	// files back to j.last.
 	j.tailBytes, j.tailStart = tail, tailStart
+	if cycled {
+		// The entry that sealed the old segment reached SegmentSize, past
+		// every pre-written byte; the new tail is a fresh, empty file.
+		j.tailChangedLocked()
+	}
+	j.kickPrewriterLocked()
 	// The new segment's directory entry is made durable by the Sync that
 	// acknowledges its first records, off the writer's path.
 	j.dirDirty = j.dirDirty || cycled
@@ -576,8 +622,16 @@ func (j *Journal) closeSyncFileLocked() {
 // call (through RawConn.Control), so a concurrent Close of f waits rather
 // than letting the number be reused. A variable so tests can inject
 // failures.
-var fdatasync = func(f *os.File) error {
-	if err := fault.Sync(f.Name()); err != nil {
+var fdatasync = func(f *os.File) error { return syncFile(f, fault.Sync) }
+
+// prewriteSync is the pre-writer's fdatasync of the zeros it wrote, with a
+// fault seam of its own: a test failing commit syncs must not also fail the
+// background's, whose count and timing it does not control.
+var prewriteSync = func(f *os.File) error { return syncFile(f, fault.PrewriteSync) }
+
+// syncFile fdatasyncs f after consulting the fault hook.
+func syncFile(f *os.File, hook func(path string) error) error {
+	if err := hook(f.Name()); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
 	}
 	rc, err := f.SyscallConn()
@@ -687,7 +741,7 @@ func (j *Journal) recoverLocked() error {
 			return fmt.Errorf("journal reopened at index %d, expected %d", last, j.last)
 		}
 	}
-	j.broken = nil
+	j.broken, j.reclaimed = nil, false
 	return nil
 }
 
@@ -756,6 +810,11 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 		if res.bad != nil {
 			return &CorruptError{Segment: s.Name(), Offset: res.bad.offset, Index: s.Start + uint64(res.count), Reason: res.bad.reason}
 		}
+		if res.zeros > 0 && next != 0 {
+			// Pre-writing never passes the entry that seals a segment.
+			return &CorruptError{Segment: s.Name(), Offset: res.end, Index: s.Start + uint64(res.count),
+				Reason: fmt.Sprintf("sealed segment ends in %d zero bytes (empty entries)", res.zeros)}
+		}
 		end := s.Start + uint64(res.count)
 		if next != 0 && end != next {
 			return &CorruptError{Segment: s.Name(), Offset: res.end, Index: end,
@@ -772,13 +831,8 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 // TruncateFront removes every record before index (which must be at most
 // LastIndex()+1), so the journal then starts at index. The store calls it
 // only for records a durable checkpoint already covers.
-func (j *Journal) TruncateFront(index uint64) error { return j.truncateFront(index, true) }
-
-// truncateFront is TruncateFront; syncDir says whether to make the
-// directory changes durable before returning. A reclaim need not: if a
-// crash undoes the removals, the journal merely starts earlier, and
-// tidwall/wal finishes an interrupted truncation on open.
-func (j *Journal) truncateFront(index uint64, syncDir bool) error {
+// The directory changes are durable when it returns.
+func (j *Journal) TruncateFront(index uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -790,13 +844,16 @@ func (j *Journal) truncateFront(index uint64, syncDir bool) error {
 	if index > j.last+1 {
 		return fmt.Errorf("truncate front to index %d: beyond last index %d", index, j.last)
 	}
-	if j.broken != nil {
+	if j.broken != nil || j.reclaimed {
+		// After Reclaim, reopening is how tidwall/wal relearns which
+		// segments exist (a recovery cuts back to the last acknowledged
+		// record; callers truncate with no write in flight).
 		if err := j.recoverLocked(); err != nil {
 			return &StorageError{Op: "recover", Err: err}
 		}
 	}
 	err := j.log.TruncateFront(index)
-	if err == nil && syncDir {
+	if err == nil {
 		err = disk.SyncDir(j.dir)
 	}
 	if err != nil {
@@ -805,36 +862,54 @@ func (j *Journal) truncateFront(index uint64, syncDir bool) error {
 		return &StorageError{Op: "truncate front", Index: index, Err: err}
 	}
 	j.first = index
-	// The truncation may have renamed the tail segment.
-	j.closeSyncFileLocked()
-	if segs, err := ListSegments(j.dir); err == nil && len(segs) > 0 {
-		j.tailStart, j.tailBytes = segs[len(segs)-1].Start, segs[len(segs)-1].Size
+	if index >= j.tailStart {
+		// tidwall/wal rewrote the tail from index on (records only, no
+		// pre-written zeros) under the name of index.
+		j.closeSyncFileLocked()
+		if segs, err := ListSegments(j.dir); err == nil && len(segs) > 0 {
+			j.tailStart, j.tailBytes = segs[len(segs)-1].Start, segs[len(segs)-1].Size
+		}
+		j.tailChangedLocked()
+		j.kickPrewriterLocked()
 	}
 	return nil
 }
 
 // Reclaim frees the segment files that hold only records before index,
-// the first record the caller still needs. tidwall/wal rewrites, on every
-// front truncation, the segment holding the new first record from that
-// record on, under the lock every write takes; so instead of truncating at
-// index (which would rewrite up to a whole segment, often the tail, and
-// stall writes meanwhile) Reclaim truncates at the last record of the
-// segment before the one holding index. The rewrite is then one record,
-// the tail is never touched, and the journal keeps at most one segment
-// more than it must. It does nothing when no whole segment can be freed.
+// the first record the caller still needs: every sealed segment whose
+// successor starts at or before index is removed, oldest first, so a crash
+// part way leaves a journal that merely starts earlier. It works on the
+// files alone and never calls tidwall/wal's TruncateFront, which rewrites
+// the segment holding the new first record through a new file and an
+// fsync while holding the lock every write takes: a reclaim after each
+// checkpoint would stall commits for that long. Removing whole files takes
+// the journal's lock only for the unlinks. tidwall/wal's own list of
+// segments then names files that are gone; it reads that list only for
+// Read (never used) and TruncateFront, so TruncateFront reopens the Log
+// first. The directory is not fsynced: if a crash undoes a removal, the
+// journal starts earlier, which checkpoints make harmless. It does nothing
+// when no whole segment can be freed.
 func (j *Journal) Reclaim(index uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrClosed
+	}
+	if index > j.last+1 {
+		return fmt.Errorf("reclaim to index %d: beyond last index %d", index, j.last)
+	}
 	segs, err := ListSegments(j.dir)
 	if err != nil {
-		return &StorageError{Op: "truncate front", Err: err}
+		return &StorageError{Op: "reclaim", Err: err}
 	}
-	k := len(segs) - 1
-	for k > 0 && segs[k].Start > index {
-		k--
+	for i := 0; i+1 < len(segs) && segs[i+1].Start <= index && segs[i].Start < j.tailStart; i++ {
+		if err := os.Remove(segs[i].Path); err != nil {
+			return &StorageError{Op: "reclaim", Index: segs[i].Start, Err: err}
+		}
+		j.first = max(j.first, segs[i+1].Start)
+		j.reclaimed = true
 	}
-	if k == 0 {
-		return nil
-	}
-	return j.truncateFront(segs[k].Start-1, false)
+	return nil
 }
 
 // Size is the total size in bytes of the segment files.
@@ -858,6 +933,9 @@ func (j *Journal) Close() error {
 		return ErrClosed
 	}
 	j.closed = true
+	j.mu.Unlock()
+	j.stopPrewriter()
+	j.mu.Lock()
 	j.closeSyncFileLocked()
 	err := j.closeFloor(j.last)
 	if j.log == nil {
@@ -865,6 +943,12 @@ func (j *Journal) Close() error {
 	}
 	err = errors.Join(err, j.log.Close())
 	j.log = nil
+	if j.broken == nil {
+		// Leave records only: the next open then needs no trim. (After a
+		// failure the next open's repair cuts everything after j.last.)
+		err = errors.Join(err, j.trimTailLocked())
+	}
+	j.tailChangedLocked()
 	return err
 }
 

@@ -190,23 +190,29 @@ func TestTornTailEveryOffset(t *testing.T) {
 	}
 }
 
+// TestZeroFilledTail pins how Open reads zeros at the end of the last
+// segment. A zero run from an entry boundary to the end of the file is what
+// pre-writing leaves (or records whose data never reached the disk): it is
+// trimmed without a TailCut or a quarantine copy. Zeros that start inside
+// an entry are a torn write: cut, reported, and quarantined.
 func TestZeroFilledTail(t *testing.T) {
 	tests := []struct {
-		name      string
-		damage    func(data []byte, final int64) []byte
-		wantIndex func(n int) uint64
-		keep      func(n int) int
+		name    string
+		damage  func(data []byte, final int64) []byte
+		cut     bool // a TailCut is reported (else a silent trim)
+		trimmed func(data []byte, final int64) int64
+		keep    func(n int) int
 	}{
 		{"zeros appended after the last record", func(d []byte, _ int64) []byte { return append(d, make([]byte, 4096)...) },
-			func(n int) uint64 { return uint64(n + 1) }, func(n int) int { return n }},
+			false, func([]byte, int64) int64 { return 4096 }, func(n int) int { return n }},
 		{"final record zeroed", func(d []byte, final int64) []byte {
 			clear(d[final:])
 			return d
-		}, func(n int) uint64 { return uint64(n) }, func(n int) int { return n - 1 }},
+		}, false, func(d []byte, final int64) int64 { return int64(len(d)) - final }, func(n int) int { return n - 1 }},
 		{"final record half zeroed plus zero page", func(d []byte, final int64) []byte {
 			clear(d[final+int64(len(d[final:])/2):])
 			return append(d, make([]byte, 512)...)
-		}, func(n int) uint64 { return uint64(n) }, func(n int) int { return n - 1 }},
+		}, true, nil, func(n int) int { return n - 1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,17 +220,29 @@ func TestZeroFilledTail(t *testing.T) {
 			crashedBeforeLastAck(t, dir, recs)
 			last := lastSegment(t, dir)
 			offs := entryOffsets(t, last.Path)
+			final := offs[len(offs)-1]
 			data, _ := os.ReadFile(last.Path)
-			if err := os.WriteFile(last.Path, tc.damage(data, offs[len(offs)-1]), 0o644); err != nil {
+			damaged := tc.damage(data, final)
+			if err := os.WriteFile(last.Path, damaged, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			quarantine := filepath.Join(filepath.Dir(dir), "quarantine")
 			j, cut := openJournal(t, dir, 1000)
 			defer j.Close()
-			if cut == nil || cut.Index != tc.wantIndex(len(recs)) {
-				t.Fatalf("cut %+v, want index %d", cut, tc.wantIndex(len(recs)))
+			kept := tc.keep(len(recs))
+			switch {
+			case tc.cut && (cut == nil || cut.Index != uint64(kept+1)):
+				t.Fatalf("cut %+v, want one at index %d", cut, kept+1)
+			case !tc.cut && cut != nil:
+				t.Fatalf("zero run reported as a torn tail: %v", cut)
+			case !tc.cut && j.Stats().Trimmed != tc.trimmed(damaged, final):
+				t.Fatalf("trimmed %d bytes, want %d", j.Stats().Trimmed, tc.trimmed(damaged, final))
 			}
-			if got := replayAll(t, j); !reflect.DeepEqual(got, recs[:tc.keep(len(recs))]) {
-				t.Fatalf("replay kept %d records, want %d", len(got), tc.keep(len(recs)))
+			if ents, _ := os.ReadDir(quarantine); (len(ents) > 0) != tc.cut {
+				t.Fatalf("quarantine holds %d files, want a copy only for a torn tail", len(ents))
+			}
+			if got := replayAll(t, j); !reflect.DeepEqual(got, recs[:kept]) {
+				t.Fatalf("replay kept %d records, want %d", len(got), kept)
 			}
 		})
 	}
@@ -335,17 +353,22 @@ func TestRecoverDropsFailedBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// What a failed batch may leave: whole records and a torn one.
+	// What a failed batch may leave: whole records and a torn one, where
+	// tidwall/wal writes (at its offset, over pre-written zeros if any).
 	tail := lastSegment(t, dir)
-	f, _ := os.OpenFile(tail.Path, os.O_WRONLY|os.O_APPEND, 0)
+	f, _ := os.OpenFile(tail.Path, os.O_WRONLY, 0)
+	var batch []byte
 	for i := 6; i <= 8; i++ {
 		frame, _ := testRecord(i).Encode()
-		f.Write(binary.AppendUvarint(nil, uint64(len(frame))))
-		f.Write(frame)
+		batch = binary.AppendUvarint(batch, uint64(len(frame)))
+		batch = append(batch, frame...)
 	}
-	f.Write([]byte{0x80, 0x01, 1, 2, 3})
+	batch = append(batch, 0x80, 0x01, 1, 2, 3)
+	j.mu.Lock()
+	f.WriteAt(batch, j.tailBytes)
 	f.Close()
 	j.broken = errors.New("injected fsync failure")
+	j.mu.Unlock()
 	first, err := j.Append([]*Record{testRecord(106)})
 	if err != nil || first != 6 {
 		t.Fatalf("append after recovery: index %d, %v", first, err)

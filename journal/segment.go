@@ -64,6 +64,10 @@ type scanResult struct {
 	count int      // valid entries before the bad spot (or all of them)
 	end   int64    // offset just past the last valid entry
 	bad   *badSpot // nil when every byte parsed
+	// zeros is the length of a run of zero bytes from end, an entry
+	// boundary, to the end of the data: pre-written space, not a bad spot
+	// (only the last segment may hold one; see prewrite.go).
+	zeros int64
 }
 
 // entryAt parses the wal entry (uvarint length, then that many bytes) at off
@@ -95,6 +99,10 @@ func scan(data []byte, lim Limits, fn func(i int, off int64, rec *Record) error)
 	off := 0
 	for off < len(data) {
 		frame, size, bad := entryAt(data, off)
+		if bad != nil && PrewrittenFrom(data, int64(off)) {
+			res.zeros = int64(len(data) - off)
+			return res, nil
+		}
 		if bad != nil {
 			res.bad = bad
 			return res, nil

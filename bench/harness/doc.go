@@ -25,6 +25,7 @@
 //     and then calls fdatasync(2) exactly once, for every operation, serially.
 //     No operation returns before its bytes are on stable storage as far as
 //     fdatasync promises.
+//
 //   - [RawGroupFdatasync] ("raw_group_fdatasync") runs W submitters against
 //     one [GroupCommitter]: a single goroutine that takes everything queued
 //     when it wakes, appends the whole batch with exactly one write(2) and
@@ -32,8 +33,17 @@
 //     every submitter of the batch, each exactly once. A submitter therefore
 //     never learns of success before its bytes were synced.
 //
-// Both write to a freshly created file (O_CREAT|O_EXCL) in a directory of the
+//   - [RawOverwriteFdatasync] ("raw_overwrite_fdatasync") and
+//     [RawFallocateFdatasync] ("raw_fallocate_fdatasync") are the serial
+//     loop with pwrite(2) into space prepared and fsynced before the timed
+//     loop: written with zeros, or reserved with fallocate(2). They are the
+//     floors of a log that overwrites (the journal's pre-written tail) and
+//     of one that fills reserved extents.
+//
+// All write to a freshly created file (O_CREAT|O_EXCL) in a directory of the
 // caller's choosing, which should be on the same filesystem as the store
-// under test, and remove it afterwards. The file is not preallocated, so
-// every fdatasync also persists the grown file size, as a journal append does.
+// under test, and remove it afterwards. The append baselines do not
+// preallocate, so every fdatasync also persists the grown file size, as an
+// append-only journal does. [GroupCommitter] takes any [Sink]; the bench
+// module's walpeer package puts tidwall/wal behind one ("wal_group").
 package harness

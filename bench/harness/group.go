@@ -16,17 +16,15 @@ var ErrClosed = errors.New("harness: group committer closed")
 // writer counts qualify runs.
 const DefaultQueue = 4096
 
-// GroupCommitter is a faithful, minimal group committer over one append-only
-// plain file. Submitters call [GroupCommitter.Commit]; a single goroutine
-// waits for the first queued request, then takes, without blocking,
-// everything else already queued, appends the whole batch with one write(2)
-// and syncs it with one fdatasync(2), and then answers every submitter of the
-// batch exactly once with the batch's outcome. A write or sync error is
-// sticky: that batch and every later one fail with it, since the file's state
-// is then unknown.
+// GroupCommitter is a faithful, minimal group committer over a [Sink].
+// Submitters call [GroupCommitter.Commit]; a single goroutine waits for the
+// first queued request, then takes, without blocking, everything else
+// already queued, hands the whole batch to the sink once, and then answers
+// every submitter of the batch exactly once with the batch's outcome. A
+// sink error is sticky: that batch and every later one fail with it, since
+// the files' state is then unknown.
 type GroupCommitter struct {
-	file   *os.File
-	fd     int
+	sink   Sink
 	reqs   chan *groupReq
 	stop   chan struct{}
 	exited chan struct{}
@@ -34,7 +32,7 @@ type GroupCommitter struct {
 	pool   sync.Pool
 
 	// Owned by the commit goroutine.
-	buf   []byte
+	datas [][]byte
 	batch []*groupReq
 	err   error
 	stats GroupStats
@@ -66,27 +64,63 @@ type groupReq struct {
 	done chan error // capacity 1: the commit goroutine never blocks on a reply
 }
 
+// Sink makes batches durable for a [GroupCommitter].
+type Sink interface {
+	// Commit makes the payloads of one batch durable, in order, before it
+	// returns. The slices are only valid during the call.
+	Commit(batch [][]byte) error
+	// Close releases the sink's files.
+	Close() error
+}
+
+// fileSink is the plain-file sink: one write(2) of the concatenated batch
+// and one fdatasync(2).
+type fileSink struct {
+	file *os.File
+	fd   int
+	buf  []byte
+}
+
+func (s *fileSink) Commit(batch [][]byte) error {
+	buf := s.buf[:0]
+	for _, p := range batch {
+		buf = append(buf, p...)
+	}
+	s.buf = buf
+	if err := writeFull(s.fd, buf); err != nil {
+		return err
+	}
+	return fdatasync(s.fd)
+}
+
+func (s *fileSink) Close() error { return s.file.Close() }
+
 // NewGroupCommitter creates path (which must not exist yet), makes its
-// directory entry durable, and starts the commit goroutine. queue is the
-// request channel's capacity; zero means [DefaultQueue].
+// directory entry durable, and starts a commit goroutine appending to it.
+// queue is the request channel's capacity; zero means [DefaultQueue].
 func NewGroupCommitter(path string, queue int) (*GroupCommitter, error) {
 	f, fd, err := createDurable(path)
 	if err != nil {
 		return nil, err
 	}
+	return NewSinkCommitter(&fileSink{file: f, fd: fd}, queue), nil
+}
+
+// NewSinkCommitter starts a commit goroutine handing batches to sink, which
+// the committer closes on Close. queue is as for [NewGroupCommitter].
+func NewSinkCommitter(sink Sink, queue int) *GroupCommitter {
 	if queue <= 0 {
 		queue = DefaultQueue
 	}
 	g := &GroupCommitter{
-		file:   f,
-		fd:     fd,
+		sink:   sink,
 		reqs:   make(chan *groupReq, queue),
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
 	}
 	g.pool.New = func() any { return &groupReq{done: make(chan error, 1)} }
 	go g.loop()
-	return g, nil
+	return g
 }
 
 // Commit appends p to the file as part of the next batch and returns once
@@ -120,7 +154,7 @@ func (g *GroupCommitter) Commit(p []byte) error {
 func (g *GroupCommitter) Close() error {
 	g.once.Do(func() { close(g.stop) })
 	<-g.exited
-	if err := g.file.Close(); err != nil && g.err == nil {
+	if err := g.sink.Close(); err != nil && g.err == nil {
 		return err
 	}
 	return g.err
@@ -162,24 +196,24 @@ func (g *GroupCommitter) drain(batch []*groupReq) []*groupReq {
 	}
 }
 
-// commit writes and syncs g.batch and answers each of its requests once.
+// commit hands g.batch to the sink and answers each of its requests once.
 func (g *GroupCommitter) commit() {
-	buf := g.buf[:0]
+	datas := g.datas[:0]
+	n := 0
 	for _, r := range g.batch {
-		buf = append(buf, r.data...)
+		datas = append(datas, r.data)
+		n += len(r.data)
 	}
-	g.buf = buf
+	g.datas = datas
 	err := g.err
 	if err == nil {
-		if err = writeFull(g.fd, buf); err == nil {
-			err = fdatasync(g.fd)
-		}
-		if err == nil {
-			g.stats.Bytes += int64(len(buf))
+		if err = g.sink.Commit(datas); err == nil {
+			g.stats.Bytes += int64(n)
 		} else {
 			g.err = err
 		}
 	}
+	clear(datas)
 	g.stats.Batches++
 	g.stats.Ops += int64(len(g.batch))
 	g.stats.MaxBatch = max(g.stats.MaxBatch, len(g.batch))

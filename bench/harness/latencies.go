@@ -95,9 +95,21 @@ func (l *Latencies) Max() time.Duration {
 // Micros converts a duration to (fractional) microseconds.
 func Micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// Fill sets r.P50us, r.P95us and r.MaxUs from the recorded samples.
+// QuantilePoints are the percentiles Fill records in Result.Quantiles: the
+// shape of a latency distribution, dense near the median and in the tail.
+var QuantilePoints = []float64{1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.9, 100}
+
+// Fill sets r.P50us, r.P95us, r.MaxUs and r.Quantiles from the recorded
+// samples.
 func (l *Latencies) Fill(r *Result) {
 	r.P50us = Micros(l.Percentile(50))
 	r.P95us = Micros(l.Percentile(95))
 	r.MaxUs = Micros(l.Max())
+	r.Quantiles = r.Quantiles[:0]
+	if len(l.d) == 0 {
+		return
+	}
+	for _, p := range QuantilePoints {
+		r.Quantiles = append(r.Quantiles, Quantile{P: p, Us: Micros(l.Percentile(p))})
+	}
 }

@@ -122,9 +122,24 @@ func RawGroupFdatasync(dir string, payloadSize, writers int, b Budget) (Result, 
 		return Result{}, err
 	}
 	defer os.Remove(path)
+	res, st, err := GroupThroughput(NameRawGroup, g, payloadSize, writers, b)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := checkSize(path, st.Ops*int64(payloadSize)); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// GroupThroughput runs writers goroutines submitting payloadSize-byte
+// payloads to g for budget b, closes g, and checks that every submission
+// was answered. Latencies are per submission (queueing included) and
+// OpsPerS is acknowledged submissions per second.
+func GroupThroughput(name string, g *GroupCommitter, payloadSize, writers int, b Budget) (Result, GroupStats, error) {
 	payload := Payload(payloadSize)
 	var acked atomic.Int64
-	res, err := RunBudget(NameRawGroup, writers, b, func(int, int) error {
+	res, err := RunBudget(name, writers, b, func(int, int) error {
 		if err := g.Commit(payload); err != nil {
 			return err
 		}
@@ -135,16 +150,13 @@ func RawGroupFdatasync(dir string, payloadSize, writers int, b Budget) (Result, 
 		err = cerr
 	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, GroupStats{}, err
 	}
 	st := g.Stats()
 	if n := acked.Load(); n != st.Ops {
-		return Result{}, fmt.Errorf("harness: %s: %d submissions acknowledged but %d answered", NameRawGroup, n, st.Ops)
-	}
-	if err := checkSize(path, st.Ops*int64(payloadSize)); err != nil {
-		return Result{}, err
+		return Result{}, st, fmt.Errorf("harness: %s: %d submissions acknowledged but %d answered", name, n, st.Ops)
 	}
 	res.Note = fmt.Sprintf("n=%d payload=%dB batches=%d mean_batch=%.1f max_batch=%d",
 		st.Ops, payloadSize, st.Batches, st.MeanBatch(), st.MaxBatch)
-	return res, nil
+	return res, st, nil
 }

@@ -28,6 +28,15 @@ type Result struct {
 	Writers int `json:"writers,omitempty"`
 	// Note carries free-form detail such as sample count or batch sizes.
 	Note string `json:"note,omitempty"`
+	// Quantiles is the latency distribution at QuantilePoints.
+	Quantiles []Quantile `json:"quantiles,omitempty"`
+}
+
+// Quantile is one point of a latency distribution: P percent of the
+// operations took at most Us microseconds (nearest rank).
+type Quantile struct {
+	P  float64 `json:"p"`
+	Us float64 `json:"us"`
 }
 
 // Report is the JSON document written by qualify's --json flag.

@@ -136,6 +136,10 @@ func TestDamagedStoresOpenAndVerifyAgree(t *testing.T) {
 			return d.records + 1
 		}, true, "revision"},
 		{"zero-filled tail of 1 byte", zeroTail(1), false, ""},
+		{"zeros after the records of a sealed segment", func(d *damagedStore) uint64 {
+			d.write(d.segs[1], append(d.read(d.segs[1]), make([]byte, 4096)...))
+			return d.records
+		}, true, "zero bytes"},
 		{"zero-filled tail of 100 bytes", zeroTail(100), false, ""},
 		{"zero-filled tail of 8 KiB", zeroTail(8 << 10), false, ""},
 		{"final record zeroed after a crash", func(d *damagedStore) uint64 {

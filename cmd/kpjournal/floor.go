@@ -24,6 +24,16 @@ func ackFloor(root, journalDir string) (floor journal.Floor, markerErr error, er
 	return floor, markerErr, err
 }
 
+// prewrittenTail says whether damage i of s is not damage at all: the
+// zeros the journal pre-writes ahead of its records, at the end of the last
+// segment and above the acknowledged floor, which Open trims without a
+// report. Zeros ending a sealed segment, or where acknowledged records
+// were, stay damage (torn judges them).
+func (s *segmentScan) prewrittenTail(i int, isLast bool, floor journal.Floor) bool {
+	d := s.damage[i]
+	return d.prewritten && isLast && d.index > floor.Index
+}
+
 // torn says whether damage i of s is a torn tail that Open would cut
 // (journal.JudgeTail decides, for Open and every command alike), and the
 // reason to print: the damage, plus why it is not torn when it is not.

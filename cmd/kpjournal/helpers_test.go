@@ -163,7 +163,7 @@ func entryOffsets(t *testing.T, path string) []int64 {
 		t.Fatal(err)
 	}
 	var offs []int64
-	for off := 0; off < len(data); {
+	for off := 0; off < len(data) && !journal.PrewrittenFrom(data, int64(off)); {
 		n, w := binary.Uvarint(data[off:])
 		if w <= 0 || int(n) > len(data)-off-w {
 			t.Fatalf("%s: cannot parse the entry at offset %d", path, off)

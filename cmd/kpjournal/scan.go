@@ -32,6 +32,10 @@ type damage struct {
 	// last: no valid frame follows in this segment. In the last segment
 	// that makes it a torn tail, which repair can cut.
 	last bool
+	// prewritten: nothing but zeros from this entry boundary to the end
+	// of the segment, which is how the journal's pre-written space reads
+	// (see prewrittenTail).
+	prewritten bool
 }
 
 // segmentScan is what scanning one segment found.
@@ -87,6 +91,12 @@ func (s *segmentScan) scanData(start uint64, lim journal.Limits, visit func(it *
 			reason = frameReason(b, lim)
 		}
 		d := damage{index: at(), offset: int64(off), reason: reason}
+		if journal.PrewrittenFrom(data, int64(off)) {
+			d.last, d.prewritten = true, true
+			d.reason = fmt.Sprintf("%d zero bytes after the last record (the journal's pre-written space)", len(data)-off)
+			s.damage = append(s.damage, d)
+			break
+		}
 		next := nextValidFrame(data, off+1, lim)
 		if next < 0 {
 			d.last = true

@@ -164,6 +164,9 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 		d.Segments = append(d.Segments, statSegment{s.seg.Name(), s.seg.Start, s.records, s.seg.Size})
 		d.Records += s.records
 		for i, dm := range s.damage {
+			if s.prewrittenTail(i, s.seg.Start == lastStart, floor) {
+				continue
+			}
 			sev := corruption
 			torn, reason := s.torn(i, s.seg.Start == lastStart, floor, lim)
 			if torn {

@@ -345,6 +345,9 @@ func (v *verifier) segment(s *segmentScan, segs []journal.Segment, prev *journal
 
 func (v *verifier) damage(s *segmentScan, name string, isLast bool, i int) {
 	d := s.damage[i]
+	if s.prewrittenTail(i, isLast, v.floor) {
+		return
+	}
 	torn, reason := s.torn(i, isLast, v.floor, v.lim)
 	if torn {
 		v.problem(repairable, name, d.offset, d.index, "%s: torn final record, never acknowledged (kpjournal repair cuts it)", reason)

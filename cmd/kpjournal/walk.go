@@ -54,7 +54,7 @@ func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor
 		damage := func(upTo int64) error {
 			for ; di < len(s.damage) && s.damage[di].offset < upTo; di++ {
 				d := s.damage[di]
-				if d.index != 0 && d.index < from {
+				if (d.index != 0 && d.index < from) || s.prewrittenTail(di, isLast, floor) {
 					continue
 				}
 				torn, reason := s.torn(di, isLast, floor, lim)

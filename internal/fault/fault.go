@@ -3,10 +3,12 @@
 // EIO). Production code only reads the hooks: one atomic load per sync,
 // nil unless a test set one.
 //
-// Two seams: Sync, before every journal fdatasync of a segment, and
-// DiskSync, before every fsync the disk package issues (the file written
-// by disk.WriteAtomic, named by its destination path, and every directory
-// disk.SyncDir syncs, the journal's included).
+// Three seams: Sync, before every journal fdatasync that acknowledges
+// records (and of the ACKNOWLEDGED marker); PrewriteSync, before the
+// journal's background fdatasync of the zeros it pre-writes ahead of the
+// records; and DiskSync, before every fsync the disk package issues (the
+// file written by disk.WriteAtomic, named by its destination path, and
+// every directory disk.SyncDir syncs, the journal's included).
 package fault
 
 import "sync/atomic"
@@ -15,7 +17,7 @@ import "sync/atomic"
 // that sync as if the disk had returned it.
 type SyncHook func(path string) error
 
-var syncHook, diskSyncHook atomic.Pointer[SyncHook]
+var syncHook, prewriteSyncHook, diskSyncHook atomic.Pointer[SyncHook]
 
 // set installs h (nil removes it) in p and returns the restore function.
 func set(p *atomic.Pointer[SyncHook], h SyncHook) (restore func()) {
@@ -41,6 +43,13 @@ func SetSync(h SyncHook) (restore func()) { return set(&syncHook, h) }
 
 // Sync runs the installed journal fdatasync hook, if any.
 func Sync(path string) error { return run(&syncHook, path) }
+
+// SetPrewriteSync installs the journal's pre-write fdatasync hook (nil
+// removes it) and returns a function restoring the previous hook.
+func SetPrewriteSync(h SyncHook) (restore func()) { return set(&prewriteSyncHook, h) }
+
+// PrewriteSync runs the installed pre-write fdatasync hook, if any.
+func PrewriteSync(path string) error { return run(&prewriteSyncHook, path) }
 
 // SetDiskSync installs the disk package's fsync hook (nil removes it) and
 // returns a function restoring the previous hook.

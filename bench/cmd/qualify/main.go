@@ -4,11 +4,12 @@
 //
 // Run it from the repository root with
 //
-//	go -C bench run ./cmd/qualify [flags]
+//	go run ./bench/cmd/qualify [flags]
 //
-// (bench is its own module, so "go run ./bench/cmd/qualify" from the root
-// does not resolve without a go.work that uses ./bench). Relative --json and
-// --dir paths are then relative to bench/.
+// (bench is its own module; the repository's go.work makes it resolve from
+// the root). The full run that regenerates BENCHMARKS.md is
+//
+//	go run ./bench/cmd/qualify --report .
 //
 // Flags:
 //
@@ -21,6 +22,11 @@
 //	--payload N          bytes per durable write (default 2273 = 2193-byte document + 80 frame)
 //	--only LIST          run only these workloads, by name
 //	--list               print the workload names and exit
+//	--cpuprofile FILE    write a CPU profile of the run to FILE
+//	--report DIR         write DIR/BENCHMARKS.md with tables, targets, machine
+//	                     and versions, and DIR/benchmarks/*.svg figures; run
+//	                     from the repository root with --report . to
+//	                     regenerate the repository's BENCHMARKS.md
 package main
 
 import (
@@ -28,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +42,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/report"
 )
 
 // workload is one named benchmark; see workloads.go.
@@ -91,6 +99,8 @@ func run(args []string) error {
 	only := fs.StringSlice("only", nil, "run only these workloads (comma-separated names)")
 	list := fs.Bool("list", false, "print the workload names and exit")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
+	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/benchmarks/ (SVG figures, results.json) for this run")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -127,6 +137,20 @@ func run(args []string) error {
 		}
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	root, err := os.MkdirTemp(*dir, "qualify-")
 	if err != nil {
 		return err
@@ -143,6 +167,7 @@ func run(args []string) error {
 	fmt.Printf("scratch %s, ops %d, writers %v, budget %v, payload %dB\n",
 		root, env.Ops, env.Writers, env.Budget, env.Payload)
 
+	started := time.Now()
 	var rep harness.Report
 	var runErr error
 	for _, w := range selected {
@@ -164,6 +189,22 @@ func run(args []string) error {
 		}
 		abs, _ := filepath.Abs(*jsonPath)
 		fmt.Printf("\nwrote %s\n", abs)
+	}
+	if *reportDir != "" && runErr == nil {
+		run := report.Run{
+			Command:    "go run ./bench/cmd/qualify " + strings.Join(args, " "),
+			Started:    started,
+			Elapsed:    time.Since(started),
+			Machine:    report.DescribeMachine(root),
+			Versions:   report.ModuleVersions(measuredModules...),
+			Serial:     serialFigure,
+			Concurrent: concurrentFigure,
+		}
+		if err := report.Write(*reportDir, run, rep.Results); err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(filepath.Join(*reportDir, report.MarkdownFile))
+		fmt.Printf("\nwrote %s and its figures\n", abs)
 	}
 	return runErr
 }

@@ -16,6 +16,12 @@ const (
 	nameDurableCASConcurrent = "durable_cas_concurrent"
 	nameMemoryCAS            = "memory_cas"
 	nameMemoryCASConcurrent  = "memory_cas_concurrent"
+	// nameDurableCASAppend is durable_cas with the journal's tail left
+	// append-only (Options.NoPrewrite): what pre-writing gains, measured
+	// in the same run.
+	nameDurableCASAppend = "durable_cas_append_only"
+	// nameDurableCASConcurrentAppend is the same for the concurrent run.
+	nameDurableCASConcurrentAppend = "durable_cas_concurrent_append_only"
 )
 
 // casOwner is one of the specification's simulated owner IDs: a user
@@ -66,8 +72,8 @@ func openScratch(env *Env, name string, opts statestore.Options) (*statestore.St
 
 // runSerialCAS is the specification's serial workload: env.Ops operations
 // cycling over 127 owners (30 rounds at the default 3,810).
-func runSerialCAS(env *Env, name string, noSync bool) ([]harness.Result, error) {
-	s, err := openScratch(env, name, statestore.Options{NoSync: noSync})
+func runSerialCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness.Result, error) {
+	s, err := openScratch(env, name, statestore.Options{NoSync: noSync, NoPrewrite: noPrewrite})
 	if err != nil {
 		return nil, err
 	}
@@ -82,18 +88,32 @@ func runSerialCAS(env *Env, name string, noSync bool) ([]harness.Result, error) 
 	if noSync {
 		r.Note += " journal without fsync"
 	}
+	if noPrewrite {
+		r.Note += " tail not pre-written"
+	}
 	return []harness.Result{r}, nil
 }
 
 func runDurableCAS(env *Env) ([]harness.Result, error) {
-	return runSerialCAS(env, nameDurableCAS, false)
+	return runSerialCAS(env, nameDurableCAS, false, false)
 }
-func runMemoryCAS(env *Env) ([]harness.Result, error) { return runSerialCAS(env, nameMemoryCAS, true) }
+func runDurableCASAppend(env *Env) ([]harness.Result, error) {
+	return runSerialCAS(env, nameDurableCASAppend, false, true)
+}
+func runMemoryCAS(env *Env) ([]harness.Result, error) {
+	return runSerialCAS(env, nameMemoryCAS, true, false)
+}
 
 // runDurableCASConcurrent runs W writers, each owning the owners o with
 // o % W == w and compare-and-setting them in turn, once per writer count.
 func runDurableCASConcurrent(env *Env) ([]harness.Result, error) {
-	return runConcurrentCAS(env, nameDurableCASConcurrent, false)
+	return runConcurrentCAS(env, nameDurableCASConcurrent, false, false)
+}
+
+// runDurableCASConcurrentAppend is durable_cas_concurrent with the
+// journal's tail left append-only.
+func runDurableCASConcurrentAppend(env *Env) ([]harness.Result, error) {
+	return runConcurrentCAS(env, nameDurableCASConcurrentAppend, false, true)
 }
 
 // runMemoryCASConcurrent is the same workload with the journal written but
@@ -101,10 +121,10 @@ func runDurableCASConcurrent(env *Env) ([]harness.Result, error) {
 // machine (admission, journal copying, publishing and the Go runtime's
 // share), which no fsync schedule can raise.
 func runMemoryCASConcurrent(env *Env) ([]harness.Result, error) {
-	return runConcurrentCAS(env, nameMemoryCASConcurrent, true)
+	return runConcurrentCAS(env, nameMemoryCASConcurrent, true, false)
 }
 
-func runConcurrentCAS(env *Env, name string, noSync bool) ([]harness.Result, error) {
+func runConcurrentCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness.Result, error) {
 	var out []harness.Result
 	for _, w := range env.Writers {
 		if w > casKeys {
@@ -114,7 +134,7 @@ func runConcurrentCAS(env *Env, name string, noSync bool) ([]harness.Result, err
 		if err != nil {
 			return out, err
 		}
-		s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: noSync})
+		s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: noSync, NoPrewrite: noPrewrite})
 		if err != nil {
 			return out, err
 		}
@@ -129,6 +149,9 @@ func runConcurrentCAS(env *Env, name string, noSync bool) ([]harness.Result, err
 			st.Appends, float64(st.Records)/float64(max(st.Appends, 1)), st.Syncs, float64(st.Records)/float64(max(st.Syncs, 1)))
 		if noSync {
 			r.Note += " journal without fsync"
+		}
+		if noPrewrite {
+			r.Note += " tail not pre-written"
 		}
 		if cerr := s.Close(); err == nil {
 			err = cerr

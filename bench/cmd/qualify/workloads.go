@@ -1,10 +1,11 @@
 package main
 
 import (
-	"fmt"
-
+	"github.com/keeppeek/statestore/bench/boltpeer"
+	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
+	"github.com/keeppeek/statestore/bench/walpeer"
 )
 
 // casKeys is the number of owners (documents) of the CAS workloads; with the
@@ -21,6 +22,9 @@ var workloads = []workload{
 	{name: nameDurableCASMetrics, run: runDurableCASMetrics},
 	{name: nameWireCAS, run: runWireCAS},
 	{name: harness.NameRawAppend, run: runRawAppend},
+	{name: harness.NameRawOverwrite, run: serialRaw(harness.RawOverwriteFdatasync)},
+	{name: harness.NameRawFallocate, run: serialRaw(harness.RawFallocateFdatasync)},
+	{name: nameDurableCASAppend, run: runDurableCASAppend},
 	{name: nameMemoryCAS, run: runMemoryCAS},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
@@ -30,95 +34,73 @@ var workloads = []workload{
 	{name: nameReplayJournal, run: runReplayJournal},
 	{name: nameBackupFullStore, run: runBackupFullStore},
 	{name: nameDurableCASConcurrent, run: runDurableCASConcurrent},
+	{name: nameDurableCASConcurrentAppend, run: runDurableCASConcurrentAppend},
 	{name: nameMemoryCASConcurrent, run: runMemoryCASConcurrent},
 	{name: harness.NameRawGroup, run: runRawGroup},
-	{name: sqlitepeer.NameCAS, run: runSQLiteCAS},
-	{name: sqlitepeer.NameCASConcurrent, run: runSQLiteCASConcurrent},
+	{name: walpeer.NameGroup, run: runWALGroup},
+	{name: sqlitepeer.NameCAS, run: serialPeer(sqlitepeer.NameCAS, openSQLite, "wal sync=full")},
+	{name: sqlitepeer.NameCASConcurrent, run: concurrentPeer(sqlitepeer.NameCASConcurrent, openSQLite, "wal sync=full conns=1")},
+	{name: boltpeer.NameCAS, run: serialPeer(boltpeer.NameCAS, openBolt(false), "Update per CAS")},
+	{name: boltpeer.NameCASConcurrent, run: concurrentPeer(boltpeer.NameCASConcurrent, openBolt(true), "Batch")},
+	{name: etcdpeer.NameCAS, run: serialPeer(etcdpeer.NameCAS, openEtcd, "embedded single member, in-process client")},
+	{name: etcdpeer.NameCASConcurrent, run: concurrentPeer(etcdpeer.NameCASConcurrent, openEtcd, "embedded single member, in-process client")},
 }
 
+// serialFigure and concurrentFigure are the workloads the report draws,
+// in legend order.
+var (
+	serialFigure = []string{nameDurableCAS, nameDurableCASAppend, harness.NameRawAppend, harness.NameRawOverwrite,
+		harness.NameRawFallocate, sqlitepeer.NameCAS, boltpeer.NameCAS, etcdpeer.NameCAS}
+	concurrentFigure = []string{nameDurableCASConcurrent, nameDurableCASConcurrentAppend, nameMemoryCASConcurrent,
+		harness.NameRawGroup, walpeer.NameGroup, sqlitepeer.NameCASConcurrent, boltpeer.NameCASConcurrent, etcdpeer.NameCASConcurrent}
+	// measuredModules are the versions BENCHMARKS.md reports.
+	measuredModules = []string{"github.com/keeppeek/statestore", "github.com/tidwall/wal", "modernc.org/sqlite",
+		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "gonum.org/v1/plot"}
+)
+
 // runRawAppend is the serial write+fdatasync floor, env.Ops operations.
-func runRawAppend(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(harness.NameRawAppend)
-	if err != nil {
-		return nil, err
+var runRawAppend = serialRaw(harness.RawAppendFdatasync)
+
+// serialRaw turns a serial physical baseline into a workload of env.Ops
+// operations of env.Payload bytes in a scratch directory of its own.
+func serialRaw(measure func(dir string, payload, n int) (harness.Result, error)) func(env *Env) ([]harness.Result, error) {
+	return func(env *Env) ([]harness.Result, error) {
+		dir, err := env.Scratch("raw")
+		if err != nil {
+			return nil, err
+		}
+		r, err := measure(dir, env.Payload, env.Ops)
+		if err != nil {
+			return nil, err
+		}
+		return []harness.Result{r}, nil
 	}
-	r, err := harness.RawAppendFdatasync(dir, env.Payload, env.Ops)
-	if err != nil {
-		return nil, err
-	}
-	return []harness.Result{r}, nil
 }
 
 // runRawGroup is the group-commit ceiling, once per writer count.
-func runRawGroup(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(harness.NameRawGroup)
-	if err != nil {
-		return nil, err
-	}
-	var out []harness.Result
-	for _, w := range env.Writers {
-		r, err := harness.RawGroupFdatasync(dir, env.Payload, w, env.Budget)
-		if err != nil {
-			return out, err
-		}
-		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
-		out = append(out, r)
-	}
-	return out, nil
-}
+var runRawGroup = groupPerWriters(harness.NameRawGroup, harness.RawGroupFdatasync)
 
-// runSQLiteCAS is the serial SQLite peer: env.Ops compare-and-sets cycling
-// over casKeys documents of harness.DocBytes bytes.
-func runSQLiteCAS(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(sqlitepeer.NameCAS)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sqlitepeer.Open(dir, casKeys, harness.DocBytes, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	r, err := harness.Serial(sqlitepeer.NameCAS, env.Ops, func(i int) error {
-		return db.CAS(i % casKeys)
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.Note = fmt.Sprintf("n=%d keys=%d doc=%dB wal sync=full", env.Ops, casKeys, harness.DocBytes)
-	return []harness.Result{r}, nil
-}
+// runWALGroup is the floor of the journal's library at each writer count:
+// the writers' bytes through tidwall/wal by one group committer.
+var runWALGroup = groupPerWriters(walpeer.NameGroup, walpeer.Group)
 
-// runSQLiteCASConcurrent is the concurrent SQLite peer: per writer count W,
-// writer w cycles over the keys k with k%W == w, through one connection.
-func runSQLiteCASConcurrent(env *Env) ([]harness.Result, error) {
-	var out []harness.Result
-	for _, w := range env.Writers {
-		if w > casKeys {
-			return out, fmt.Errorf("%d writers exceed %d keys", w, casKeys)
+// groupPerWriters runs a group-commit baseline once per writer count, each
+// in a fresh scratch directory.
+func groupPerWriters(name string, measure func(dir string, payload, writers int, b harness.Budget) (harness.Result, error)) func(env *Env) ([]harness.Result, error) {
+	return func(env *Env) ([]harness.Result, error) {
+		var out []harness.Result
+		for _, w := range env.Writers {
+			dir, err := env.Scratch(name)
+			if err != nil {
+				return out, err
+			}
+			r, err := measure(dir, env.Payload, w, env.Budget)
+			if err != nil {
+				return out, err
+			}
+			env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
+			out = append(out, r)
 		}
-		dir, err := env.Scratch(sqlitepeer.NameCASConcurrent)
-		if err != nil {
-			return out, err
-		}
-		db, err := sqlitepeer.Open(dir, casKeys, harness.DocBytes, 1)
-		if err != nil {
-			return out, err
-		}
-		writers := w
-		r, err := harness.RunBudget(sqlitepeer.NameCASConcurrent, writers, env.Budget, func(wr, i int) error {
-			owned := (casKeys - wr + writers - 1) / writers
-			return db.CAS(wr + (i%owned)*writers)
-		})
-		if cerr := db.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return out, err
-		}
-		r.Note += fmt.Sprintf(" keys=%d doc=%dB wal sync=full conns=1", casKeys, harness.DocBytes)
-		env.Logf("%s writers=%d: %.0f ops/s", r.Name, w, r.OpsPerS)
-		out = append(out, r)
+		return out, nil
 	}
-	return out, nil
 }

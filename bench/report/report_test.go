@@ -1,0 +1,110 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keeppeek/statestore/bench/harness"
+)
+
+// serialResult is a serial row with a latency distribution.
+func serialResult(name string, p50, max float64) harness.Result {
+	return harness.Result{Name: name, Writers: 1, P50us: p50, P95us: (p50 + max) / 2, MaxUs: max, OpsPerS: 1e6 / p50,
+		Quantiles: []harness.Quantile{{P: 1, Us: p50 / 2}, {P: 50, Us: p50}, {P: 100, Us: max}}}
+}
+
+func concurrentResult(name string, writers int, ops float64) harness.Result {
+	return harness.Result{Name: name, Writers: writers, P50us: 1000, OpsPerS: ops}
+}
+
+// run is a complete set of the rows the targets compare.
+func run(durableP50, durableMax, durableOps float64) []harness.Result {
+	return []harness.Result{
+		serialResult(durableCAS, durableP50, durableMax),
+		serialResult(rawAppend, 200, 5000),
+		serialResult(sqliteCAS, 250, 9000),
+		concurrentResult(durableCASConcurrent, 1, 900),
+		concurrentResult(durableCASConcurrent, targetWriters, durableOps),
+		concurrentResult(walGroup, targetWriters, 19000),
+		concurrentResult("bbolt_cas_concurrent", targetWriters, 7000),
+		concurrentResult("etcd_cas_concurrent", targetWriters, 5000),
+	}
+}
+
+func TestTargets(t *testing.T) {
+	tests := []struct {
+		name    string
+		results []harness.Result
+		want    []string // verdicts in Targets order
+	}{
+		{"all met", run(150, 9000, 15000), []string{"met", "met", "met", "met", "met"}},
+		{"bounds are inclusive", run(180, 15000, 14000), []string{"met", "met", "met", "met", "met"}},
+		{"serial misses", run(190, 15001, 15000), []string{"MISSED", "met", "MISSED", "met", "met"}},
+		{"slower than sqlite", run(260, 9000, 15000), []string{"MISSED", "MISSED", "met", "met", "met"}},
+		{"concurrent misses", run(150, 9000, 13999), []string{"met", "met", "met", "met", "MISSED"}},
+		{"below the library floor", run(150, 9000, 13000), []string{"met", "met", "met", "MISSED", "MISSED"}},
+		{"nothing measured", nil, []string{"not measured", "not measured", "not measured", "not measured", "not measured"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Targets(tc.results)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d targets, want %d", len(got), len(tc.want))
+			}
+			for i, tg := range got {
+				if tg.Verdict() != tc.want[i] {
+					t.Errorf("%s: %s (%s), want %s", tg.Name, tg.Verdict(), tg.Measured, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestWrite checks that one call writes the markdown, both figures and the
+// results, and that the markdown carries the run's command, machine,
+// versions, verdicts and every row.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	results := run(150, 9000, 15000)
+	r := Run{
+		Command: "go run ./bench/cmd/qualify --report .", Started: time.Unix(1700000000, 0), Elapsed: time.Minute,
+		Machine:    DescribeMachine(dir),
+		Versions:   []Version{{Path: "github.com/tidwall/wal", Version: "v1.2.1"}},
+		Serial:     []string{durableCAS, rawAppend, sqliteCAS},
+		Concurrent: []string{durableCASConcurrent, walGroup, "bbolt_cas_concurrent"},
+	}
+	if err := Write(dir, r, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{LatencyFigure, ThroughputFile} {
+		b, err := os.ReadFile(filepath.Join(dir, FigureDir, f))
+		if err != nil || !strings.Contains(string(b), "<svg") {
+			t.Fatalf("%s: not an SVG (%v)", f, err)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{r.Command, "github.com/tidwall/wal | v1.2.1", "| met |", "(15000 / 19000 ops/s)", r.Machine.Go,
+		FigureDir + "/" + LatencyFigure, FigureDir + "/" + ThroughputFile, "| etcd_cas_concurrent | 127 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+	if strings.Contains(string(md), "MISSED") {
+		t.Error("a met target reported as missed")
+	}
+}
+
+// TestWriteRefusesEmptyFigures: a run without the workloads a figure draws
+// is an error, not an empty plot.
+func TestWriteRefusesEmptyFigures(t *testing.T) {
+	err := Write(t.TempDir(), Run{Serial: []string{"nothing"}, Concurrent: []string{"nothing"}}, run(150, 9000, 15000))
+	if err == nil || !strings.Contains(err.Error(), "no serial result") {
+		t.Fatalf("Write with no plottable workload: %v", err)
+	}
+}

@@ -1,0 +1,290 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+
+	"github.com/keeppeek/statestore/internal/fault"
+)
+
+// waitPrewriteIdle blocks until the pre-writer finished a step after which
+// it has nothing more to do, and returns the journal's stats then. It fails
+// the test if the pre-writer never goes idle.
+func waitPrewriteIdle(t *testing.T, j *Journal) Stats {
+	t.Helper()
+	idle := make(chan struct{}, 1)
+	h := func(more bool) {
+		if !more {
+			select {
+			case idle <- struct{}{}:
+			default:
+			}
+		}
+	}
+	prewriteHook.Store(&h)
+	defer prewriteHook.Store(nil)
+	j.mu.Lock()
+	j.pre.end = min(j.pre.end, j.pre.synced) // nothing half done: a step must run
+	j.mu.Unlock()
+	j.mu.Lock()
+	j.kickPrewriterForTest()
+	j.mu.Unlock()
+	<-idle
+	return j.Stats()
+}
+
+// kickPrewriterForTest wakes the pre-writer whatever is left.
+func (j *Journal) kickPrewriterForTest() {
+	select {
+	case j.pre.kick <- struct{}{}:
+	default:
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestPrewriteOverwritesInsteadOfAppending pins the point of pre-writing:
+// once the background has prepared the tail, records land inside the file's
+// existing size (their fdatasync carries no size change), Stats reports the
+// space left, and Close trims the zeros so the closed files hold records
+// only and the next open has nothing to trim.
+func TestPrewriteOverwritesInsteadOfAppending(t *testing.T) {
+	const seg = 512 << 10
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, seg)
+	if _, err := j.Append(records(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	st := waitPrewriteIdle(t, j)
+	tail := lastSegment(t, dir).Path
+	size := fileSize(t, tail)
+	if size != seg || st.Prewritten != seg-j.tailBytes {
+		t.Fatalf("after pre-writing: tail file %d bytes (want %d), Prewritten %d (want %d)", size, seg, st.Prewritten, seg-j.tailBytes)
+	}
+	before := j.tailBytes
+	if _, err := j.Append(records(4, 20)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, tail); got != size {
+		t.Fatalf("appending into pre-written space changed the file size from %d to %d", size, got)
+	}
+	if got := j.Stats().Prewritten; got != st.Prewritten-(j.tailBytes-before) {
+		t.Fatalf("Prewritten %d after filling %d bytes of %d", got, j.tailBytes-before, st.Prewritten)
+	}
+	records := j.tailBytes
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, tail); got != records {
+		t.Fatalf("closed tail holds %d bytes, want its %d bytes of records", got, records)
+	}
+	j, cut := openJournal(t, dir, seg)
+	defer j.Close()
+	if cut != nil || j.Stats().Trimmed != 0 {
+		t.Fatalf("reopen after a clean close: cut %v, trimmed %d", cut, j.Stats().Trimmed)
+	}
+	if got := replayAll(t, j); !reflect.DeepEqual(got, recordsFrom(1, 23)) {
+		t.Fatalf("replay returned %d records, want 23", len(got))
+	}
+}
+
+func recordsFrom(from, n int) []*Record { return records(from, n) }
+
+// TestSealedSegmentsHoldRecordsOnly writes through many segment cycles with
+// the pre-writer running and checks that every sealed segment ends exactly
+// at its last record: pre-writing never passes the segment size, so the
+// entry that seals a segment covers every zero.
+func TestSealedSegmentsHoldRecordsOnly(t *testing.T) {
+	const seg = 4 << 10
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, seg)
+	defer j.Close()
+	n := 0
+	for i := 0; i < 60; i++ {
+		if _, err := j.Append(records(n+1, 1+i%4)); err != nil {
+			t.Fatal(err)
+		}
+		n += 1 + i%4
+		if i%7 == 0 {
+			waitPrewriteIdle(t, j)
+		}
+	}
+	segs, err := ListSegments(dir)
+	if err != nil || len(segs) < 4 {
+		t.Fatalf("want several segments, got %d (%v)", len(segs), err)
+	}
+	for _, s := range segs[:len(segs)-1] {
+		data, err := os.ReadFile(s.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := scan(data, DefaultLimits, nil)
+		if res.bad != nil || res.zeros != 0 || res.end != int64(len(data)) {
+			t.Fatalf("sealed segment %s: %d bytes, records end at %d, %d zero bytes, bad %v", s.Name(), len(data), res.end, res.zeros, res.bad)
+		}
+	}
+	if err := ReplayDir(dir, 1, uint64(n), DefaultLimits, func(uint64, *Record) error { return nil }); err != nil {
+		t.Fatalf("replay of the live journal: %v", err)
+	}
+}
+
+// TestCrashStatesOfPrewriting copies a live journal's files at moments a
+// crash could freeze them and opens the copy: with the tail pre-written (a
+// kill between pre-writes), with a chunk only partly written (a kill during
+// pre-writing, or a trim that shortened the zeros but not yet to the
+// records), and with a record written over zeros whose data never reached
+// the disk. Every acknowledged record must be there; zeros are trimmed
+// without a TailCut or a quarantine copy; zeros where the floor says
+// records were acknowledged refuse to open and change nothing.
+func TestCrashStatesOfPrewriting(t *testing.T) {
+	const seg = 256 << 10
+	tests := []struct {
+		name    string
+		damage  func(data []byte, recordsEnd, final int64) []byte
+		keep    int  // records the reopened journal holds, of 12
+		refuse  bool // the floor is 12: Open must refuse
+		trimmed bool
+	}{
+		{"pre-written tail", func(d []byte, _, _ int64) []byte { return d }, 12, false, true},
+		{"pre-write cut mid-chunk", func(d []byte, end, _ int64) []byte { return d[:end+4097] }, 12, false, true},
+		{"trim interrupted", func(d []byte, end, _ int64) []byte { return d[:end+1] }, 12, false, true},
+		{"already trimmed", func(d []byte, end, _ int64) []byte { return d[:end] }, 12, false, false},
+		{"unacknowledged record lost over zeros", func(d []byte, end, final int64) []byte {
+			clear(d[final:end])
+			return d
+		}, 11, false, true},
+		{"acknowledged record lost over zeros", func(d []byte, end, final int64) []byte {
+			clear(d[final:end])
+			return d
+		}, 0, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			live := filepath.Join(t.TempDir(), "live")
+			j, _ := openJournal(t, live, seg)
+			if _, err := j.Append(records(1, 12)); err != nil {
+				t.Fatal(err)
+			}
+			waitPrewriteIdle(t, j)
+			src := lastSegment(t, live)
+			data, err := os.ReadFile(src.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := j.tailBytes
+			offs := entryOffsets(t, src.Path)
+			j.Close()
+			if int64(len(data)) <= end {
+				t.Fatalf("live tail holds %d bytes, no pre-written space after %d", len(data), end)
+			}
+			crashed := filepath.Join(t.TempDir(), "crashed", "journal")
+			if err := os.MkdirAll(crashed, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			damaged := tc.damage(data, end, offs[len(offs)-1])
+			path := filepath.Join(crashed, src.Name())
+			if err := os.WriteFile(path, damaged, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := SetFloor(crashed, uint64(tc.keep)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.refuse {
+				if err := SetFloor(crashed, 12); err != nil {
+					t.Fatal(err)
+				}
+				_, _, err := Open(crashed, Options{SegmentSize: seg})
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.Index != 12 {
+					t.Fatalf("open over zeros where record 12 was acknowledged: %v, want corruption at index 12", err)
+				}
+				if got, _ := os.ReadFile(path); !reflect.DeepEqual(got, damaged) {
+					t.Fatal("a refused open changed the segment")
+				}
+				return
+			}
+			j, cut := openJournal(t, crashed, seg)
+			defer j.Close()
+			if cut != nil {
+				t.Fatalf("zeros reported as a torn tail: %v", cut)
+			}
+			if got := j.Stats().Trimmed; (got > 0) != tc.trimmed {
+				t.Fatalf("trimmed %d bytes, want trimmed=%v", got, tc.trimmed)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(filepath.Dir(crashed), "quarantine")); len(ents) != 0 {
+				t.Fatalf("quarantine holds %d files after a zero trim", len(ents))
+			}
+			if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, tc.keep)) {
+				t.Fatalf("replay returned %d records, want %d", len(got), tc.keep)
+			}
+			if _, err := j.Append(records(tc.keep+1, 1)); err != nil {
+				t.Fatalf("append after the trim: %v", err)
+			}
+		})
+	}
+}
+
+// TestSealedSegmentEndingInZerosIsCorrupt: pre-writing never leaves zeros
+// in a sealed segment, so zeros there are damage, named by segment and
+// index, never trimmed.
+func TestSealedSegmentEndingInZerosIsCorrupt(t *testing.T) {
+	dir, recs := writeJournal(t, 40, 1000)
+	segs, _ := ListSegments(dir)
+	if len(segs) < 2 {
+		t.Fatal("want at least two segments")
+	}
+	first := segs[0]
+	data, _ := os.ReadFile(first.Path)
+	if err := os.WriteFile(first.Path, append(data, make([]byte, 300)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := ReplayDir(dir, 1, uint64(len(recs)), DefaultLimits, func(uint64, *Record) error { return nil })
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Segment != first.Name() || ce.Index != segs[1].Start {
+		t.Fatalf("replay over a sealed segment ending in zeros: %v, want corruption in %s at index %d", err, first.Name(), segs[1].Start)
+	}
+}
+
+// TestPrewriteSyncFailureRecovers: a failed fdatasync of pre-written zeros
+// may have cost dirty pages of records in the same file, so the journal
+// treats it as a failed commit: the next write recovers (cut back to the
+// last acknowledged record, reopen) and every acknowledged record stays.
+func TestPrewriteSyncFailureRecovers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 512<<10)
+	if _, err := j.Append(records(1, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The reopened journal's pre-writer starts at once, and its sync fails.
+	restore := fault.SetPrewriteSync(func(string) error { return syscall.EIO })
+	j, _ = openJournal(t, dir, 512<<10)
+	defer j.Close()
+	st := waitPrewriteIdle(t, j)
+	restore()
+	if st.PrewriteFailures != 1 || st.Prewritten != 0 {
+		t.Fatalf("after one failed pre-write sync: PrewriteFailures %d, Prewritten %d", st.PrewriteFailures, st.Prewritten)
+	}
+	if _, err := j.Append(records(6, 2)); err != nil {
+		t.Fatalf("append after a failed pre-write sync: %v", err)
+	}
+	if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, 7)) {
+		t.Fatalf("replay returned %d records, want 7", len(got))
+	}
+	if st := waitPrewriteIdle(t, j); st.Prewritten == 0 {
+		t.Fatal("pre-writing did not resume after the recovery")
+	}
+}
