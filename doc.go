@@ -123,7 +123,7 @@
 // disk was full still opens (if its purge finds no room, the journal gives
 // the reserve up and the purge is tried once more). Each PUT refused this
 // way first checks the disk: once there is room for the reserve twice
-// over, it is written again and the PUT is accepted. [Store.Reserve]
+// over, it is written again and the PUT is accepted. Stats.JournalReserve
 // tells whether the store is running on it. A checkpoint on a full disk
 // fails with STORAGE and leaves the journal as it was. If the EXPIREs of
 // lapsed leases are refused (the reserve used up too, or a failing disk),

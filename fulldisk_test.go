@@ -139,7 +139,7 @@ func TestFullDiskNeverLocksTheOperatorOut(t *testing.T) {
 		t.Fatalf("the write that met the full disk: %v; want ENOSPC", failed)
 	}
 	requireReserve(t, mnt, false)
-	if st := f.s.Reserve(); !st.Spent || st.Releases != 1 {
+	if st := f.s.Stats().JournalReserve; !st.Spent || st.Releases != 1 {
 		t.Fatalf("reserve state after the full disk: %+v", st)
 	}
 
@@ -192,7 +192,7 @@ func TestFullDiskNeverLocksTheOperatorOut(t *testing.T) {
 	}
 	acked["new"] = e
 	requireReserve(t, mnt, true)
-	if st := f.s.Reserve(); st.Spent || st.Restores != 1 {
+	if st := f.s.Stats().JournalReserve; st.Spent || st.Restores != 1 {
 		t.Fatalf("reserve state after space came back: %+v", st)
 	}
 	f.reopen()
@@ -260,7 +260,7 @@ func TestOpenOnFullDiskSpendsReserveForPurge(t *testing.T) {
 	if got := f.s.OpenReport().Expired; got != 1 {
 		t.Fatalf("restart purge expired %d leases, want 1", got)
 	}
-	if st := f.s.Reserve(); !st.Spent || st.Releases != 1 {
+	if st := f.s.Stats().JournalReserve; !st.Spent || st.Releases != 1 {
 		t.Fatalf("the purge should have spent the reserve: %+v", st)
 	}
 	requireReserve(t, mnt, false)

@@ -37,11 +37,6 @@ func (s *Store) purgeOverdue(view *materialize.View) (int, error) {
 	}
 }
 
-// Reserve returns the state of the journal's reserve: whether the store is
-// running on it (a full disk spent it, so PUTs are refused), and how often
-// it was given up and written again since Open.
-func (s *Store) Reserve() journal.ReserveState { return s.jnl.Reserve() }
-
 // expiryRetry is how long the expiry goroutine waits before committing
 // lapsed leases again after the journal refused their EXPIREs: a disk that
 // stays full (its reserve used up) or broken must not turn the retry into
