@@ -390,9 +390,17 @@ func (s *Store) expiry() {
 		}
 		select {
 		case <-timerC:
+			fired := armedFor
 			timer, timerC, armedFor = nil, nil, 0
-			if _, err := s.submit(&op{kind: opExpire}); err != nil && CodeOf(err) == Unavailable {
-				return
+			if _, err := s.submit(&op{kind: opExpire}); err != nil {
+				if CodeOf(err) == Unavailable {
+					return
+				}
+				// The disk refused (full, with the reserve used up, or
+				// failing): try again after expiryRetry, not at once.
+				armedFor = fired
+				timer = clock.TimerAt(s.clock, s.clock.Now().Add(expiryRetry))
+				timerC = timer.C()
 			}
 		case <-s.leasesChanged:
 		case <-s.quit:
@@ -479,6 +487,9 @@ func (b *batch) admit(o *op) (*Entry, error) {
 	case opExpire:
 		return nil, nil
 	case opPut:
+		if err := s.checkReserve(); err != nil {
+			return nil, err
+		}
 		old, exists := b.view.Get(o.ns, o.key)
 		if err := checkExpect(o.expect, old, exists); err != nil {
 			return nil, err

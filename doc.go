@@ -107,6 +107,28 @@
 //     threshold however often the store restarts: the trigger counts the
 //     records Open replays, and fires right after Open when they are over.
 //
+// # Full disk
+//
+// A full disk never locks the operator out. The journal keeps a reserve
+// (Options.ReserveBytes, 256 KiB by default: a file of real bytes beside
+// its segments). The write that meets the full disk answers STORAGE, and
+// the journal gives the reserve up. From then on, until space is freed,
+// every PUT is refused with STORAGE (field "journal reserve": "disk full:
+// the journal is running on its reserve; only deletes are accepted until
+// space is freed"), since every PUT appends a whole record, even one that
+// shrinks a document. DELETEs, lease EXPIREs and the restart purge are
+// admitted and written into the freed space, and every committed entry
+// stays readable. So an operator can delete through the API, leases still
+// lapse and reach their watchers, and a store whose leases lapsed while the
+// disk was full still opens (if its purge finds no room, the journal gives
+// the reserve up and the purge is tried once more). Each PUT refused this
+// way first checks the disk: once there is room for the reserve twice
+// over, it is written again and the PUT is accepted. Stats.JournalReserve
+// tells whether the store is running on it. A checkpoint on a full disk
+// fails with STORAGE and leaves the journal as it was. If the EXPIREs of
+// lapsed leases are refused (the reserve used up too, or a failing disk),
+// they are tried again a second later, never in a busy loop.
+//
 // Settings-backed namespaces (Options.Settings, settings.go) take the same
 // admission and watch registry, but commit by atomically rewriting the
 // [state_store] section of the media server's config.toml instead of the

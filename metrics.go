@@ -110,6 +110,10 @@ type Stats struct {
 	// now and their total size (zero if the directory cannot be listed).
 	JournalSegments  int
 	JournalDiskBytes int64
+	// JournalReserve is the journal's reserve: whether a full disk made
+	// the store run on it (PUTs refused, deletes and expiries admitted),
+	// and how often it was given up and written again since Open.
+	JournalReserve journal.ReserveState
 
 	// Watches are the watch registry's counters: open watches, closures by
 	// reason, updates delivered and dropped.
@@ -263,6 +267,7 @@ func (s *Store) Stats() Stats {
 		WritesCommitted: m.committed.Load(),
 		WritesRefused:   codeCounts(&m.writesRefused), WatchesRefused: codeCounts(&m.watchesRefused),
 		Journal:         s.jnl.Stats(),
+		JournalReserve:  s.jnl.Reserve(),
 		Watches:         s.watches.Stats(),
 		SnapshotEntries: m.snapEntries.Snapshot(), SnapshotBytes: m.snapBytes.Snapshot(),
 		Checkpoints: CheckpointStats{

@@ -65,6 +65,11 @@ type Options struct {
 	// [state_store] section declares the settings-backed namespaces and
 	// holds their entries (see settings.go). "" means none.
 	Settings string
+	// ReserveBytes is the journal space held back so that deletes, lease
+	// expiries and the restart purge still commit on a full disk (see
+	// "Full disk" in the package documentation); 0 means
+	// journal.DefaultReserveBytes, negative keeps none.
+	ReserveBytes int64
 }
 
 // Store is an open state store. All methods are safe for concurrent use.
@@ -205,7 +210,7 @@ func (s *Store) open() error {
 	}
 	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
-		NoPrewrite: s.opts.NoPrewrite, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor,
+		NoPrewrite: s.opts.NoPrewrite, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
 	})
 	if err != nil {
 		return err
@@ -244,9 +249,7 @@ func (s *Store) open() error {
 	s.index = jnl.LastIndex()
 	// Purge overdue leases before anything is served, exactly as if they
 	// had lapsed while running.
-	b := s.newBatch(view)
-	s.openReport.Expired = b.expireDue(s.clock.Now().UnixMilli())
-	if err := s.commitAlone(b); err != nil {
+	if s.openReport.Expired, err = s.purgeOverdue(view); err != nil {
 		return err
 	}
 	if err := s.openSettings(); err != nil {

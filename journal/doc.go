@@ -143,4 +143,32 @@
 // Write retries the recovery first, answering STORAGE until it succeeds;
 // nothing is acknowledged meanwhile. TestFailedSyncNeverAcknowledgesLostPages
 // pins this on the bytes of the files.
+//
+// # Reserve
+//
+// Every mutation needs journal space, a DELETE and an EXPIRE included, so
+// a journal that fills its disk would leave nobody a way to free space
+// through the store, and a store whose leases lapsed meanwhile could not
+// reopen (its restart purge journals EXPIREs). So the journal holds space
+// back: a file RESERVE of Options.ReserveBytes (DefaultReserveBytes,
+// 256 KiB, when 0; none when negative) written with real bytes, fsynced,
+// beside the segments. tidwall/wal and ListSegments ignore it (its name
+// is not an index).
+//
+//   - Open only looks at it (a refused open writes nothing); MarkServed
+//     writes it when it is missing, short or sparse. A disk too full for it
+//     is no error: the journal serves spent.
+//   - A write or sync failing with ENOSPC or EDQUOT (IsNoSpace) fails its
+//     batch as any failure does (the cut-back above), and gives the reserve
+//     up: the file is removed and the directory synced, so the space is
+//     free for what follows. An I/O error never spends it.
+//   - While it is spent (OnReserve), CheckReserve refuses with a
+//     *ReserveError wrapping ErrOnReserve; the store asks it before every
+//     PUT, so only deletions and expiries spend the freed space. The
+//     journal itself writes whatever it is given.
+//   - CheckReserve writes the reserve again, ending that mode, once the
+//     file system reports room for it twice over, so no timer polls the
+//     disk and a restored reserve does not fill it right back.
+//
+// TestFullDiskSpendsReserve pins this; the store's tests fill a real tmpfs.
 package journal

@@ -42,6 +42,10 @@ type Options struct {
 	// raises it with the ACKNOWLEDGED marker, refuses a journal that ends
 	// below it, and never cuts at or below it.
 	Floor Floor
+	// ReserveBytes is the size of the reserve that keeps deletes and
+	// expiries possible on a full disk (see reserve.go); 0 means
+	// DefaultReserveBytes, negative keeps none.
+	ReserveBytes int64
 }
 
 // Journal is the write-ahead journal: an append-only sequence of framed
@@ -79,6 +83,7 @@ type Journal struct {
 	tailGen    uint64 // bumped whenever the tail segment becomes another file
 	reclaimed  bool   // Reclaim removed segments tidwall/wal still lists
 	pre        prewriter
+	reserve    *reserve // nil when Options.ReserveBytes < 0
 }
 
 // Stats count what the journal has done since Open, for benchmarks and
@@ -156,6 +161,7 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 		j.log.Close()
 		return nil, nil, err
 	}
+	j.reserve = openReserve(dir, opts.ReserveBytes, opts.NoSync)
 	j.marker = newFloorMarker(dir, opts.NoSync)
 	j.startPrewriter()
 	return j, cut, nil
@@ -170,6 +176,9 @@ func (j *Journal) MarkServed() error {
 	j.floorMu.Lock()
 	j.served = true
 	j.floorMu.Unlock()
+	if err := j.fillReserve(); err != nil {
+		return err
+	}
 	return j.raiseFloor(j.LastIndex())
 }
 
@@ -521,6 +530,7 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 func (j *Journal) failLocked(err error) {
 	j.stats.Failures++
 	j.broken = err
+	j.spendOnLocked(err)
 }
 
 // recoverAfter tries to recover right away so the next batch needs no extra

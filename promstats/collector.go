@@ -90,6 +90,10 @@ func New(src Source) *Collector {
 			func(s *statestore.Stats) float64 { return float64(s.JournalSegments) }),
 		gauge("journal_size_bytes", "Total size of the journal segment files on disk.",
 			func(s *statestore.Stats) float64 { return float64(s.JournalDiskBytes) }),
+		gauge("journal_reserve_spent", "1 while a full disk has the journal running on its reserve: PUTs are refused, deletes and lease expiries admitted.",
+			func(s *statestore.Stats) float64 { return boolValue(s.JournalReserve.Spent) }),
+		counter("journal_reserve_releases_total", "Times a full disk made the journal give its reserve up.",
+			func(s *statestore.Stats) float64 { return float64(s.JournalReserve.Releases) }),
 		gauge("watches_open", "Watches open now.",
 			func(s *statestore.Stats) float64 { return float64(s.Watches.Open) }),
 		gauge("watch_sessions_open", "Sessions (control channels) open now.",
@@ -240,4 +244,12 @@ func closures(s *statestore.Stats) []labelValue {
 		out = append(out, labelValue{r.String(), s.Watches.Closed[r]})
 	}
 	return append(out, labelValue{reasonUnwatch, s.Watches.Unwatched}, labelValue{reasonDisconnect, s.Watches.Disconnected})
+}
+
+// boolValue is a yes/no gauge's value.
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/promstats"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
@@ -172,6 +174,33 @@ func TestExportedMetricsMove(t *testing.T) {
 	closed := scrape(t, reg)
 	if closed[p+"open"] != 0 || closed[p+"writes_committed_total"] != 1 {
 		t.Fatalf("closed store: open %v committed %v", closed[p+"open"], closed[p+"writes_committed_total"])
+	}
+}
+
+// TestReserveGaugeFollowsFullDisk: a write that meets a full disk (its
+// fdatasync answering ENOSPC) makes the journal give its reserve up, which
+// the gauge and the counter show; the next PUT, finding room again, writes
+// the reserve back and the gauge returns to 0.
+func TestReserveGaugeFollowsFullDisk(t *testing.T) {
+	s := openStore(t)
+	reg := registry(t, promstats.ForStore(s))
+	if m := scrape(t, reg); m[p+"journal_reserve_spent"] != 0 || m[p+"journal_reserve_releases_total"] != 0 {
+		t.Fatalf("fresh store: spent %v, releases %v", m[p+"journal_reserve_spent"], m[p+"journal_reserve_releases_total"])
+	}
+	restore := fault.SetSync(func(string) error { return syscall.ENOSPC })
+	err := put(s, "k", statestore.Expect{})
+	restore()
+	if statestore.CodeOf(err) != statestore.Storage {
+		t.Fatalf("put on a full disk: %v", err)
+	}
+	if m := scrape(t, reg); m[p+"journal_reserve_spent"] != 1 || m[p+"journal_reserve_releases_total"] != 1 {
+		t.Fatalf("after the full disk: spent %v, releases %v", m[p+"journal_reserve_spent"], m[p+"journal_reserve_releases_total"])
+	}
+	if err := put(s, "k", statestore.Expect{}); err != nil {
+		t.Fatalf("put once the disk has room: %v", err)
+	}
+	if m := scrape(t, reg); m[p+"journal_reserve_spent"] != 0 || m[p+"journal_reserve_releases_total"] != 1 {
+		t.Fatalf("after space came back: spent %v, releases %v", m[p+"journal_reserve_spent"], m[p+"journal_reserve_releases_total"])
 	}
 }
 

@@ -38,6 +38,8 @@
 //	journal_failures_total              counter    failed journal writes and fdatasyncs
 //	journal_segments                    gauge      segment files on disk
 //	journal_size_bytes                  gauge      bytes, segment files on disk
+//	journal_reserve_spent               gauge      1 while a full disk has the journal on its reserve (PUTs refused), else 0
+//	journal_reserve_releases_total      counter    times a full disk made the journal give its reserve up
 //	watches_open                        gauge      watches open
 //	watch_sessions_open                 gauge      sessions open
 //	watches_added_total                 counter    watches registered

@@ -11,6 +11,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/journal"
 )
 
 const backupAbout = `Writes a backup of a stopped store to one file (or to stdout with --out -), without
@@ -49,7 +50,8 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 	if err := copyStore(c.root(), filepath.Join(tmp, statestore.StoreDirName)); err != nil {
 		return c.fail(exitUsage, "copy the store: %v", err)
 	}
-	s, err := statestore.Open(statestore.Options{Dir: tmp, Limits: c.limits, CheckpointBytes: -1})
+	// The throwaway copy takes no writes, so it needs no reserve.
+	s, err := statestore.Open(statestore.Options{Dir: tmp, Limits: c.limits, CheckpointBytes: -1, ReserveBytes: -1})
 	if err != nil {
 		return c.fail(exitProblems, "%v", err)
 	}
@@ -132,7 +134,8 @@ func (h *headWriter) Write(p []byte) (int, error) {
 }
 
 // copyStore copies what opening a store reads: the journal directory's
-// files and the checkpoint images (not the LOCK or the quarantine).
+// files and the checkpoint images (not the LOCK, the quarantine or the
+// journal's reserve, which holds no data).
 func copyStore(from, to string) error {
 	if err := os.MkdirAll(filepath.Join(to, "journal"), 0o755); err != nil {
 		return err
@@ -142,7 +145,7 @@ func copyStore(from, to string) error {
 		return err
 	}
 	for _, e := range jents {
-		if e.Type().IsRegular() {
+		if e.Type().IsRegular() && e.Name() != journal.ReserveFile {
 			if err := copyFile(filepath.Join(from, "journal", e.Name()), filepath.Join(to, "journal", e.Name())); err != nil {
 				return err
 			}

@@ -257,7 +257,8 @@ func TestStatMatchesTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Disk.Journal != journalSize(segs)+marker.Size() || st.Disk.Checkpoints != ckpts[0].Size || st.Disk.Total < st.Disk.Journal+st.Disk.Checkpoints {
+	if st.Disk.Journal != journalSize(segs)+marker.Size() || st.Disk.Reserve != journal.DefaultReserveBytes ||
+		st.Disk.Checkpoints != ckpts[0].Size || st.Disk.Total < st.Disk.Journal+st.Disk.Reserve+st.Disk.Checkpoints {
 		t.Errorf("disk use %+v", st.Disk)
 	}
 	code, out, _ := kp(t, "stat", "--dir", ts.dir+"/") // the store is open: refused

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/schema"
 
@@ -80,6 +81,7 @@ type statTotals struct {
 
 type statDisk struct {
 	Journal     int64 `json:"journal"`
+	Reserve     int64 `json:"reserve"` // the journal's reserve file: space held back for deletes on a full disk
 	Checkpoints int64 `json:"checkpoints"`
 	Quarantine  int64 `json:"quarantine"`
 	Other       int64 `json:"other"`
@@ -221,6 +223,8 @@ func diskUse(root string) (statDisk, error) {
 		rel, _ := filepath.Rel(root, path)
 		n := info.Size()
 		switch {
+		case rel == filepath.Join("journal", journal.ReserveFile):
+			u.Reserve += n
 		case strings.HasPrefix(rel, "journal"+string(filepath.Separator)):
 			u.Journal += n
 		case strings.HasPrefix(rel, "quarantine"+string(filepath.Separator)):
@@ -265,8 +269,8 @@ func (d *statDoc) print(w io.Writer) error {
 		fmt.Fprintf(w, "  incomplete: %s\n", why)
 	}
 	u := d.Disk
-	fmt.Fprintf(w, "disk: journal %d, checkpoints %d, quarantine %d, other %d, total %d bytes\n",
-		u.Journal, u.Checkpoints, u.Quarantine, u.Other, u.Total)
+	fmt.Fprintf(w, "disk: journal %d, reserve %d, checkpoints %d, quarantine %d, other %d, total %d bytes\n",
+		u.Journal, u.Reserve, u.Checkpoints, u.Quarantine, u.Other, u.Total)
 	if d.Settings != nil {
 		d.Settings.print(w, false)
 	}
