@@ -85,6 +85,7 @@ func New(cfg Config) (*Server, error) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Write(b)
 	})
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	s.mux.Handle("GET /ws", ws)
 	s.mux.HandleFunc("GET /api/info", s.info)
 	return s, nil
