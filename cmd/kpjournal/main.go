@@ -15,6 +15,7 @@
 //	backup      write a backup file of the stopped store (read-only on the store)
 //	restore     build a store from a backup in an empty directory (writes)
 //	demo        compare-and-set writers, a lease handover, a watcher, a restart and a restored backup
+//	serve       serve the inspector page: namespaces, entries and revisions, live over WebSocket
 //
 // --dir DIR is the media server's storage directory (the store's files are
 // in DIR/state-store). verify, replay, dump, stat, repair, checkpoint and
@@ -61,6 +62,7 @@ var commands = []command{
 	{"backup", "write a backup file of the stopped store (read-only on the store)", dirStore, runBackup},
 	{"restore", "build a store from a backup in an empty directory (writes)", dirTarget, runRestore},
 	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", dirOptional, runDemo},
+	{"serve", "serve the inspector page: namespaces, entries and revisions, live over WebSocket", dirStore, runServe},
 }
 
 // Exit codes, documented in usage.
