@@ -97,13 +97,14 @@ func (m *msgConn[In, Out]) Send(msg Out) error {
 	return nil
 }
 
-// Close ends the connection: a normal closure when the session ended on
-// its own, going away when its context was cancelled (the Handler closed,
-// or the session failed), in which case the peer is not waited for.
+// Close ends the connection with a closing handshake: 1001 (going away)
+// when the Handler was closed, 1000 otherwise. The handshake is bounded by
+// the WebSocket library's own timeouts, so a stalled peer cannot hold it;
+// after a failed write the connection is already gone and Close returns at
+// once.
 func (m *msgConn[In, Out]) Close() error {
 	if m.ctx.Err() != nil {
-		// Best effort: tell the peer why, without waiting for its answer.
-		return m.c.CloseNow()
+		return m.c.Close(websocket.StatusGoingAway, "the server is shutting down")
 	}
 	return m.c.Close(websocket.StatusNormalClosure, "")
 }
