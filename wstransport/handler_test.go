@@ -146,6 +146,23 @@ func TestRequestsAndOrderedUpdatesOverWebSocket(t *testing.T) {
 	}
 }
 
+// exchange writes one raw WebSocket message and decodes the answer.
+func exchange(t *testing.T, raw *websocket.Conn, typ websocket.MessageType, data []byte) *pb.ServerMessage {
+	t.Helper()
+	if err := raw.Write(ctx, typ, data); err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := raw.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := new(pb.ServerMessage)
+	if err := proto.Unmarshal(b, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestTextAndUndecodableMessagesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	// A raw connection, to send what the protocol forbids.
@@ -154,7 +171,6 @@ func TestTextAndUndecodableMessagesAreAnsweredAndTheSessionGoesOn(t *testing.T) 
 		t.Fatal(err)
 	}
 	defer raw.CloseNow()
-	get, _ := proto.Marshal(&pb.ClientMessage{Message: &pb.ClientMessage_GetState{GetState: &pb.GetState{RequestId: 9, Namespace: "service/a", Key: "missing"}}})
 	for _, bad := range []struct {
 		typ  websocket.MessageType
 		data []byte
@@ -162,35 +178,16 @@ func TestTextAndUndecodableMessagesAreAnsweredAndTheSessionGoesOn(t *testing.T) 
 		{websocket.MessageText, []byte(`{"get_state":{}}`)},
 		{websocket.MessageBinary, []byte{0xff, 0xff, 0xff}},
 	} {
-		if err := raw.Write(ctx, bad.typ, bad.data); err != nil {
-			t.Fatal(err)
-		}
-		_, b, err := raw.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m pb.ServerMessage
-		if err := proto.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
+		m := exchange(t, raw, bad.typ, bad.data)
 		er := m.GetResult().GetError()
 		if m.GetResult().GetRequestId() != 0 || er.GetCode() != pb.StateStoreErrorCode_STATE_STORE_ERROR_CODE_INVALID_ARGUMENT || er.GetField() != "frame" {
-			t.Fatalf("%v message %q answered %v, want INVALID_ARGUMENT field frame", bad.typ, bad.data, &m)
+			t.Fatalf("%v message %q answered %v, want INVALID_ARGUMENT field frame", bad.typ, bad.data, m)
 		}
 	}
-	if err := raw.Write(ctx, websocket.MessageBinary, get); err != nil {
-		t.Fatal(err)
-	}
-	_, b, err := raw.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m pb.ServerMessage
-	if err := proto.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	get, _ := proto.Marshal(&pb.ClientMessage{Message: &pb.ClientMessage_GetState{GetState: &pb.GetState{RequestId: 9, Namespace: "service/a", Key: "missing"}}})
+	m := exchange(t, raw, websocket.MessageBinary, get)
 	if m.GetResult().GetRequestId() != 9 || m.GetResult().GetError().GetCode() != pb.StateStoreErrorCode_STATE_STORE_ERROR_CODE_NOT_FOUND {
-		t.Fatalf("get after the bad messages answered %v, want NOT_FOUND for request 9", &m)
+		t.Fatalf("get after the bad messages answered %v, want NOT_FOUND for request 9", m)
 	}
 }
 

@@ -22,11 +22,7 @@ const nameWSFanout = "ws_fanout"
 // watch): from the put's send to that watch's decode of its update; ops/s
 // counts puts.
 func runWSFanout(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameWSFanout)
-	if err != nil {
-		return nil, err
-	}
-	s, err := statestore.Open(statestore.Options{Dir: dir})
+	s, err := openScratch(env, nameWSFanout, statestore.Options{})
 	if err != nil {
 		return nil, err
 	}
