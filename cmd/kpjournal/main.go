@@ -16,6 +16,7 @@
 //	restore     build a store from a backup in an empty directory (writes)
 //	demo        compare-and-set writers, a lease handover, a watcher, a restart and a restored backup
 //	torture     SIGKILL a store's writer at random moments, many times, and check what survives (writes)
+//	serve       serve the inspector page: namespaces, entries and revisions, live over WebSocket
 //
 // --dir DIR is the media server's storage directory (the store's files are
 // in DIR/state-store). verify, replay, dump, stat, repair, checkpoint and
@@ -63,6 +64,7 @@ var commands = []command{
 	{"restore", "build a store from a backup in an empty directory (writes)", dirTarget, runRestore},
 	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", dirOptional, runDemo},
 	{"torture", "SIGKILL a store's writer at random moments, many times, and check what survives (writes)", dirTarget, runTorture},
+	{"serve", "serve the inspector page: namespaces, entries and revisions, live over WebSocket", dirStore, runServe},
 }
 
 // Exit codes, documented in usage.

@@ -29,6 +29,7 @@ var workloads = []workload{
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
 	{name: nameWireFanout, run: runWireFanout},
+	{name: nameWSFanout, run: runWSFanout},
 	{name: nameOneEntrySnapshot, run: runOneEntrySnapshot},
 	{name: nameOpenFullStore, run: runOpenFullStore},
 	{name: nameReplayJournal, run: runReplayJournal},

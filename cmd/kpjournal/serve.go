@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/inspector"
+	"github.com/keeppeek/statestore/wstransport"
+)
+
+const serveAbout = `Serves the inspector page for the store in DIR (created there if DIR holds none): its
+namespaces, and for each one watched its entries and revisions, updating live over a WebSocket
+that speaks the wire protocol, with every close reason shown. The page's client follows the
+specification's watch rules (snapshot first, updates only in sequence, acknowledgements, a new
+snapshot after a gap, a closure or a disconnect). Every request carries the development token,
+which grants an administrator principal: without --dev-token a random one is made, and the URL
+printed at start carries it. The server listens on loopback addresses only unless --allow-remote
+is given. If the store cannot be opened (another process holds its LOCK, its journal is damaged)
+the page still loads, says why, and every request is answered UNAVAILABLE. Stop with Ctrl-C: the
+WebSocket sessions end, their watches are removed, and the store is closed.`
+
+// servePrincipal is the administrator a development token authenticates as.
+var servePrincipal = statestore.Principal{ID: "kpjournal-serve", Admin: true}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	c := newCLI("serve", "--dir DIR [--listen ADDR] [--dev-token TOKEN] [--allow-remote]", serveAbout, []string{
+		"kpjournal serve --dir /tmp/kp-demo --listen 127.0.0.1:8765",
+		"kpjournal demo --dir /tmp/kp-demo && kpjournal serve --dir /tmp/kp-demo",
+	}, stdout, stderr)
+	c.dirFlag()
+	c.jsonFlag()
+	listen := c.fs.String("listen", "127.0.0.1:8765", "serve on `ADDR` (HOST:PORT; a bare :PORT is 127.0.0.1:PORT)")
+	token := c.fs.String("dev-token", "", "the development token that every request must carry (default: a random one, printed with the URL)")
+	remote := c.fs.Bool("allow-remote", false, "allow a non-loopback --listen address (the token is then the only protection, sent in clear over HTTP)")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if code := c.checkDir(true); code >= 0 {
+		return code
+	}
+	addr, err := serveAddr(*listen, *remote)
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	if *token == "" {
+		b := make([]byte, 16)
+		rand.Read(b)
+		*token = hex.EncodeToString(b)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return c.fail(exitUsage, "--listen: %v", err)
+	}
+	ctx, stop := stopContext()
+	defer stop()
+	if err := serve(ctx, ln, c.dir, *token, c.json, stdout, stderr); err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
+	return exitOK
+}
+
+// serveAddr resolves --listen and refuses a non-loopback host unless
+// remote is set.
+func serveAddr(addr string, remote bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: want HOST:PORT or :PORT: %w", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	if !loopback && !remote {
+		return "", fmt.Errorf("--listen %q is not a loopback address: the inspector grants an administrator to whoever has the token; pass --allow-remote to serve it on %s anyway", addr, host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// serve runs the inspector on ln until ctx ends. A store that fails to
+// open is served in UNAVAILABLE mode, not refused.
+func serve(ctx context.Context, ln net.Listener, dir, token string, asJSON bool, stdout, stderr io.Writer) error {
+	s, openErr := statestore.Open(statestore.Options{Dir: dir})
+	if openErr != nil {
+		fmt.Fprintf(stderr, "kpjournal serve: the store cannot be opened, serving it UNAVAILABLE: %v\n", openErr)
+		s = nil
+	}
+	ins, err := inspector.New(inspector.Config{Store: s, Cause: openErr,
+		Auth: wstransport.TokenAuthenticator{Token: token, Principal: servePrincipal}})
+	if err != nil {
+		if s != nil {
+			s.Close()
+		}
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: ins, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	start := serveStart{URL: fmt.Sprintf("http://%s/#token=%s", ln.Addr(), token), Store: "open"}
+	if s == nil {
+		start.Store, start.Cause = "unavailable", openErr.Error()
+	}
+	if asJSON {
+		json.NewEncoder(stdout).Encode(start)
+	} else {
+		fmt.Fprintf(stdout, "inspector for %s (store %s): %s\n", dir, start.Store, start.URL)
+	}
+	var serr error
+	select {
+	case <-ctx.Done():
+	case serr = <-served:
+	}
+	// Upgraded connections are not the http.Server's any more: the
+	// inspector ends them, which removes their watches, before the store
+	// closes.
+	ins.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr == nil {
+		serr = <-served
+	}
+	if !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if s != nil {
+		err = errors.Join(err, s.Close())
+	}
+	if !asJSON {
+		fmt.Fprintln(stdout, "inspector stopped; store closed")
+	}
+	return err
+}
+
+// serveStart is what serve --json prints once it listens: its one JSON
+// document.
+type serveStart struct {
+	URL   string `json:"url"`   // the page, with the token in its fragment
+	Store string `json:"store"` // "open" or "unavailable"
+	Cause string `json:"cause"` // why the store is unavailable; "" when open
+}

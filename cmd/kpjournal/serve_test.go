@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/inspector"
+	"github.com/keeppeek/statestore/internal/testdoc"
+	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/wstransport"
+)
+
+func TestServeAddr(t *testing.T) {
+	cases := []struct {
+		in     string
+		remote bool
+		want   string // "" = refused
+	}{
+		{":8765", false, "127.0.0.1:8765"},
+		{"127.0.0.1:0", false, "127.0.0.1:0"},
+		{"localhost:8765", false, "localhost:8765"},
+		{"[::1]:8765", false, "[::1]:8765"},
+		{"0.0.0.0:8765", false, ""},
+		{"192.0.2.7:8765", false, ""},
+		{"0.0.0.0:8765", true, "0.0.0.0:8765"},
+		{"8765", false, ""},
+	}
+	for _, c := range cases {
+		got, err := serveAddr(c.in, c.remote)
+		switch {
+		case c.want == "" && (err == nil || !strings.Contains(err.Error(), "--listen")):
+			t.Errorf("serveAddr(%q, %v) = %q, %v; want an error naming --listen", c.in, c.remote, got, err)
+		case c.want != "" && (err != nil || got != c.want):
+			t.Errorf("serveAddr(%q, %v) = %q, %v; want %q", c.in, c.remote, got, err, c.want)
+		}
+	}
+}
+
+func TestServeRefusesANonLoopbackAddress(t *testing.T) {
+	code, _, errs := kp(t, "serve", "--dir", t.TempDir(), "--listen", "0.0.0.0:0")
+	if code != exitUsage || !strings.Contains(errs, "--allow-remote") {
+		t.Fatalf("exit %d, stderr %q; want a refusal naming --allow-remote", code, errs)
+	}
+}
+
+// served is a running `kpjournal serve`.
+type served struct {
+	base  string // http://127.0.0.1:PORT
+	token string
+	stop  context.CancelFunc
+	exit  chan int
+	errb  *bytes.Buffer
+	start serveStart
+}
+
+// startServe runs kpjournal serve on an ephemeral loopback port until the
+// test stops it, as Ctrl-C would.
+func startServe(t *testing.T, dir string) *served {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	orig := stopContext
+	stopContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	t.Cleanup(func() { stopContext = orig })
+	pr, pw := io.Pipe()
+	s := &served{stop: cancel, exit: make(chan int, 1), errb: new(bytes.Buffer)}
+	go func() {
+		s.exit <- run([]string{"serve", "--dir", dir, "--listen", "127.0.0.1:0", "--dev-token", "tok", "--json"}, pw, s.errb)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() {
+		t.Fatalf("serve printed nothing: exit %d, stderr %s", <-s.exit, s.errb)
+	}
+	if err := json.Unmarshal(sc.Bytes(), &s.start); err != nil {
+		t.Fatalf("serve --json printed %q: %v", sc.Text(), err)
+	}
+	base, token, ok := strings.Cut(s.start.URL, "/#token=")
+	if !ok || token != "tok" {
+		t.Fatalf("url %q does not carry the token", s.start.URL)
+	}
+	s.base, s.token = base, token
+	go io.Copy(io.Discard, pr)
+	t.Cleanup(func() {
+		cancel()
+		<-s.exit
+	})
+	return s
+}
+
+func (s *served) info(t *testing.T) inspector.Info {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.base+"/api/info", nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info inspector.Info
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("api/info: HTTP %d, %v", resp.StatusCode, err)
+	}
+	return info
+}
+
+// call sends one request over the WebSocket and returns its answer.
+func (s *served) call(t *testing.T, m *pb.ClientMessage) *pb.ServerMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := wstransport.Dial(ctx, "ws"+strings.TrimPrefix(s.base, "http")+"/ws?access_token="+s.token, wstransport.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send(m); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestServeServesTheStoreAndClosesItOnInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	s := startServe(t, dir)
+	if s.start.Store != "open" || s.start.Cause != "" {
+		t.Fatalf("serve --json printed %+v, want the store open", s.start)
+	}
+	if info := s.info(t); !info.Available || info.Principal != servePrincipal.ID {
+		t.Fatalf("api/info = %+v, want the store available to %s", info, servePrincipal.ID)
+	}
+	a := s.call(t, &pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: &pb.PutState{RequestId: 1,
+		Namespace: "service/a", Key: "k", Schema: schema.MediaIntentV1, Document: testdoc.MediaIntent(300, 1)}}})
+	if a.GetResult().GetEntry().GetRevision() != 1 {
+		t.Fatalf("put over the WebSocket answered %v", a)
+	}
+	if ns := s.info(t).Namespaces; len(ns) != 1 || ns[0].Name != "service/a" || ns[0].Entries != 1 {
+		t.Fatalf("api/info lists %+v after the put", ns)
+	}
+	s.stop()
+	if code := <-s.exit; code != exitOK {
+		t.Fatalf("serve exited %d: %s", code, s.errb)
+	}
+	s.exit <- exitOK // for the cleanup
+	// The store was closed: it opens again, with the write.
+	st, err := statestore.Open(statestore.Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("reopen after serve: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.Get(context.Background(), servePrincipal, "service/a", "k"); err != nil {
+		t.Fatalf("the write made through serve: %v", err)
+	}
+}
+
+func TestServeAStoreThatCannotOpenAnswersUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	held, err := statestore.Open(statestore.Options{Dir: dir}) // holds the LOCK
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	s := startServe(t, dir)
+	if s.start.Store != "unavailable" || !strings.Contains(s.start.Cause, "LOCK") {
+		t.Fatalf("serve --json printed %+v, want the store unavailable naming the LOCK", s.start)
+	}
+	info := s.info(t)
+	if info.Available || !strings.Contains(info.Cause, "LOCK") || len(info.Capabilities) != 0 {
+		t.Fatalf("api/info = %+v, want unavailable naming the held LOCK and no capability", info)
+	}
+	a := s.call(t, &pb.ClientMessage{Message: &pb.ClientMessage_GetState{GetState: &pb.GetState{RequestId: 1, Namespace: "service/a", Key: "k"}}})
+	if e := a.GetResult().GetError(); e.GetCode() != pb.StateStoreErrorCode_STATE_STORE_ERROR_CODE_UNAVAILABLE || !strings.Contains(e.GetMessage(), "LOCK") {
+		t.Fatalf("get answered %v, want UNAVAILABLE naming the cause", a)
+	}
+	if !strings.Contains(s.errb.String(), "serving it UNAVAILABLE") {
+		t.Errorf("stderr %q does not say the store is served UNAVAILABLE", s.errb)
+	}
+}

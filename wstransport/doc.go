@@ -1,0 +1,39 @@
+// Package wstransport serves the state store's wire protocol
+// (keeppeek.statestore.v1, package dispatch) over WebSocket, so that a
+// browser can reach the store, and dials it from Go.
+//
+// Framing: every ClientMessage and every ServerMessage is exactly one
+// binary WebSocket message holding the encoded protobuf message. The
+// WebSocket message boundary is the frame, so there is no length prefix
+// (package framing is for byte streams only). A text message is not a
+// ClientMessage: it is answered StateStoreResult{request_id 0,
+// INVALID_ARGUMENT, field "frame"} and the session goes on, exactly like a
+// frame that does not decode.
+//
+// Invariants (each pinned by tests):
+//   - One WebSocket connection is one dispatcher session: its watches are
+//     removed when the connection ends, for whatever reason (the peer
+//     closed it, the network dropped it, a write missed its deadline, the
+//     Handler was closed).
+//   - Nothing is upgraded before the request passed the origin check (403
+//     otherwise) and the Authenticator (401 otherwise, with the
+//     Authenticator's reason): a refused request never opens a session.
+//   - A client message over Options.MaxMessageBytes is never read whole:
+//     the connection is closed with status 1009 (message too big) naming
+//     the bound, and the session ends.
+//   - Memory per connection is bounded against a slow or stalled peer.
+//     The dispatcher's outbound queue is bounded (dispatch.Options.MaxQueued)
+//     and each write has Options.WriteTimeout: a peer that stops reading is
+//     closed when a write misses its deadline, and a peer that reads but
+//     stops acknowledging loses its watches to the store's own bounds
+//     (BUFFER_OVERFLOW at the unacknowledged-update bound, ACK_TIMEOUT at
+//     the ack deadline), reported in StateStoreWatchClosed. Nothing is
+//     buffered without limit.
+//
+// The origin check follows the browser's same-origin rule: a request
+// without an Origin header (a non-browser client) or whose Origin host
+// equals the request's Host passes; any other origin must match one of
+// Options.OriginPatterns (path.Match patterns over the origin's host, or
+// host:port). Browsers always send Origin on a WebSocket handshake, so a
+// page of another site cannot ride on a user's credentials.
+package wstransport
