@@ -264,7 +264,10 @@ type journalOutcome struct {
 
 func openJournalDir(r *realStore, dir string) (*journalOutcome, error) {
 	o := &journalOutcome{}
-	j, cut, err := journal.Open(dir, journal.Options{SegmentSize: segmentSize, Limits: r.lim})
+	// No background pre-writer: the properties look at the files as Open
+	// left them (what Open itself trims and cuts is the same either way),
+	// and zeros written behind Open's back would race those reads.
+	j, cut, err := journal.Open(dir, journal.Options{SegmentSize: segmentSize, Limits: r.lim, NoPrewrite: true})
 	if err != nil {
 		o.openErr, o.refusal = err, err
 		return o, nil
@@ -330,7 +333,7 @@ type storeOutcome struct {
 
 func openStoreDir(r *realStore, dir string) (*storeOutcome, error) {
 	o := &storeOutcome{}
-	s, err := statestore.Open(statestore.Options{Dir: dir, Clock: clock.NewFake(t0), SegmentSize: segmentSize, CheckpointBytes: -1})
+	s, err := statestore.Open(statestore.Options{Dir: dir, Clock: clock.NewFake(t0), SegmentSize: segmentSize, CheckpointBytes: -1, NoPrewrite: true})
 	if err != nil {
 		o.err = err
 		return o, nil
