@@ -9,22 +9,26 @@ import (
 )
 
 // The component benchmarks split BenchmarkValidateMediaIntent into its
-// stages, so a regression can be traced to decoding, the guard or the JSON
-// Schema check.
+// stages, so a regression can be traced to parsing, the walk, the quick
+// rules or the JSON Schema check.
 
-func BenchmarkDecode(b *testing.B) {
+func BenchmarkParse(b *testing.B) {
 	doc := testdoc.MediaIntent(2193, 1)
+	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeObject(doc); err != nil {
+		d, err := parse(doc)
+		if err != nil {
 			b.Fatal(err)
 		}
+		d.release()
 	}
 }
 
-// BenchmarkDecodeEncodingJSON is the baseline decodeObject replaces.
-func BenchmarkDecodeEncodingJSON(b *testing.B) {
+// BenchmarkParseEncodingJSON is the baseline parse is measured against.
+func BenchmarkParseEncodingJSON(b *testing.B) {
 	doc := testdoc.MediaIntent(2193, 1)
+	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
 		d := json.NewDecoder(bytes.NewReader(doc))
@@ -36,15 +40,34 @@ func BenchmarkDecodeEncodingJSON(b *testing.B) {
 	}
 }
 
-func BenchmarkGuard(b *testing.B) {
-	m, err := decodeObject(testdoc.MediaIntent(2193, 1))
+// BenchmarkWalk is the shape rules and the guard over a parsed document.
+func BenchmarkWalk(b *testing.B) {
+	doc := testdoc.MediaIntent(2193, 1)
+	d, err := parse(doc)
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer d.release()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := guard(m); err != nil {
+		if _, err := d.walk(false); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkQuickAccept(b *testing.B) {
+	d, err := parse(testdoc.MediaIntent(2193, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.release()
+	root, _ := d.root.Object()
+	q := mediaIntentValidator().(quickAccepter)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !q.quickAccept(root) {
+			b.Fatal("not sure")
 		}
 	}
 }
@@ -63,28 +86,15 @@ func BenchmarkMediaIntentSchema(b *testing.B) {
 	}
 }
 
-// BenchmarkMediaIntentFast is the accept-only fast path on its own.
-func BenchmarkMediaIntentFast(b *testing.B) {
-	doc := testdoc.MediaIntent(2193, 1)
-	v := mediaIntentValidator().(RawValidator)
-	b.SetBytes(int64(len(doc)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if !v.AcceptRaw(doc) {
-			b.Fatal("not sure")
-		}
-	}
-}
-
-// BenchmarkValidateMediaIntentFull is Registry.Validate without the fast
-// path: what every document the fast path is not sure about costs.
+// BenchmarkValidateMediaIntentFull is Registry.Validate without
+// quickAccept: what every document quickAccept is not sure about costs.
 func BenchmarkValidateMediaIntentFull(b *testing.B) {
 	doc := testdoc.MediaIntent(2193, 1)
-	v := mediaIntentValidator()
+	v := slowValidator{mediaIntentValidator()}
 	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := validateFull(MediaIntentV1, v, doc); err != nil {
+		if err := validate(v, doc); err != nil {
 			b.Fatal(err)
 		}
 	}

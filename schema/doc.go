@@ -75,29 +75,35 @@
 // the store's SCHEMA_INVALID carries the path as its field and the reason
 // as its message.
 //
-// # Fast path
+// # One parse, one walk
 //
-// Validate has two paths. The full path decodes the document into Go
-// values, runs [Guard] over them and then the schema's validator (for
-// [MediaIntentV1], a JSON Schema run by santhosh-tekuri/jsonschema plus a Go
-// rule); it costs tens of microseconds and hundreds of allocations, too
-// much for the store's write path. So a validator may also be a
-// [RawValidator]: an accept-only fast path that reads the raw bytes once,
-// allocating nothing, and answers "accepted" or "not sure". MediaIntentV1
-// has one, which checks everything listed above directly on the bytes and
-// takes a few microseconds. Invariants:
+// Validate reads a document once with valyala/fastjson and walks the parsed
+// tree once: the walk applies the rules above that hold for every schema
+// (nesting, duplicate names, [Guard] on every member name and string) and,
+// for a [Validator] that needs them, builds the Go values it takes. The
+// schema's validator then decides. Running the JSON Schema library costs
+// tens of microseconds and hundreds of allocations, too much for the
+// store's write path, so [MediaIntentV1] first answers on the parsed tree
+// itself, "accepted" or "not sure", without allocating. Invariants:
 //
-//   - the fast path only ever accepts what the full path accepts (soundness;
-//     FuzzFastPathSound holds it to that), so the guarantees above do not
-//     depend on which path ran;
-//   - anything the fast path is not sure about — every rejection, and rare
-//     spellings such as a priority of 1e2 — goes through the full path, which
-//     alone writes error messages, so messages are the same either way;
-//   - the full path, and for MediaIntentV1 the JSON Schema document in
-//     media-intent.v1.json, stays the specification: the fast path's rules
-//     are written from it, and it switches itself off if that document
-//     changes in anything but annotations, until its rules are brought up to
-//     date.
+//   - that answer accepts only what the JSON Schema library accepts
+//     (FuzzQuickAcceptSound holds it to the library's verdict), so the
+//     guarantees above do not depend on which answered;
+//   - anything it is not sure about — every rejection, and rare spellings
+//     such as a priority of 1e2 — goes to the library, which alone writes
+//     schema error messages, so messages are the same either way;
+//   - the JSON Schema document in media-intent.v1.json stays the
+//     specification: the quick rules are written from it, and switch
+//     themselves off if it changes in anything but annotations, until they
+//     are brought up to date;
+//   - the parse reads exactly what encoding/json reads (control characters,
+//     numbers and escapes included, a lone surrogate escape being U+FFFD),
+//     so the text checked is the text every reader of a stored document
+//     sees; FuzzDecodeMatchesEncodingJSON holds it to that.
+//
+// When a document breaks several rules, a broken shape rule (syntax,
+// nesting, a duplicate name) is reported before a guard offence, and among
+// offences of one kind the first in the text.
 //
 // The guard is a heuristic. It errs towards rejecting: a harmless field such
 // as "tokens_per_second" is refused because its name contains "token". That

@@ -27,27 +27,26 @@ const minMagicRun = 16
 
 // Guard rejects content that a desired-state document must never carry,
 // whatever its schema: credentials and binary payloads would be replicated
-// to every watcher and kept in backups. doc is a value as produced by
-// encoding/json (maps, slices, strings, json.Number or float64, bools, nil);
-// anything else is rejected because it could not have come from a document.
+// to every watcher and kept in backups. doc is checked as the JSON that
+// encoding/json makes of it (maps in sorted key order), by the same walk
+// [Registry.Validate] makes over a document's bytes, so the two cannot
+// disagree; a value encoding/json cannot encode is rejected, because it
+// could not have come from a document.
 //
-// The returned *Error names the first offending field; when several fields
-// offend, the one reported is the first in sorted key order, so the message
-// is stable from one attempt to the next.
+// The returned *Error names the first offending field in that order, so
+// the message is stable from one attempt to the next.
 func Guard(doc any) error {
-	if err := guard(doc); err != nil {
-		return err
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return &Error{Path: "$", Reason: "not a JSON value: " + err.Error(), Err: err}
 	}
-	return nil
-}
-
-func guard(doc any) *Error {
-	var w walker
-	if err := w.value(doc, 1); err != nil {
-		// Map order is random; walk again in sorted order so that a
-		// document with several problems always gets the same answer.
-		w = walker{sorted: true}
-		return w.value(doc, 1)
+	d, perr := parse(b)
+	if perr != nil {
+		return perr
+	}
+	defer d.release()
+	if _, werr := d.walk(false); werr != nil {
+		return werr
 	}
 	return nil
 }
@@ -56,83 +55,6 @@ func guard(doc any) *Error {
 type pathSeg struct {
 	key   string
 	index int // -1 for an object member
-}
-
-// walker keeps the current path in a fixed array rather than a linked chain
-// of stack frames: escape analysis cannot keep pointers passed around a
-// recursive call on the stack, and the path is needed only when something is
-// rejected.
-type walker struct {
-	sorted bool
-	depth  int
-	path   [maxDepth + 1]pathSeg
-}
-
-func (w *walker) value(v any, depth int) *Error {
-	switch v := v.(type) {
-	case map[string]any:
-		if depth > maxDepth {
-			return w.fail(fmt.Sprintf("nesting deeper than %d", maxDepth))
-		}
-		if w.sorted {
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				if err := w.member(k, v[k], depth); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		for k, child := range v {
-			if err := w.member(k, child, depth); err != nil {
-				return err
-			}
-		}
-	case []any:
-		if depth > maxDepth {
-			return w.fail(fmt.Sprintf("nesting deeper than %d", maxDepth))
-		}
-		for i, child := range v {
-			w.path[w.depth] = pathSeg{index: i}
-			w.depth++
-			err := w.value(child, depth+1)
-			w.depth--
-			if err != nil {
-				return err
-			}
-		}
-	case string:
-		if reason := stringProblem(v); reason != "" {
-			return w.fail("value " + reason)
-		}
-	case json.Number, float64, bool, nil:
-	default:
-		return w.fail(fmt.Sprintf("%T is not a JSON value", v))
-	}
-	return nil
-}
-
-func (w *walker) member(k string, child any, depth int) *Error {
-	w.path[w.depth] = pathSeg{key: k, index: -1}
-	w.depth++
-	if word := credentialWord(k); word != "" {
-		return w.fail("field name looks like a credential (" + word + ")")
-	}
-	// Names are strings too; a blob smuggled in as a name is still a blob.
-	if reason := stringProblem(k); reason != "" {
-		return w.fail("field name " + reason)
-	}
-	err := w.value(child, depth+1)
-	w.depth--
-	return err
-}
-
-func (w *walker) fail(reason string) *Error {
-	return &Error{Path: segsPath(w.path[:w.depth]), Reason: reason}
 }
 
 // segsPath renders a path as a JSON path.
@@ -213,7 +135,7 @@ var credentialNames = []string{"pass", "pw"}
 // window may move on before a word could begin in it, 0 when one may begin
 // at its first byte. This is a Wu-Manber search: it visits about one window
 // in three, where looking at every position of every member name was a
-// large part of the fast path's time.
+// large part of the write path's validation time.
 var credentialSym, credentialShift = func() (sym [256]uint8, shift [32 * 32]uint8) {
 	const m = minCredentialWord
 	next := uint8(1)
@@ -405,12 +327,20 @@ var base64Magics = []string{"/9j/", "iVBORw0KGgo", "R0lGOD", "UklGR", "JVBERi0"}
 // byte scan; the few bytes that can start a marker ('-' for PEM, 'v' for
 // SDP, ';' for data URIs and cookies, 'b' for Bearer and Basic) get a closer
 // look where they stand.
-func stringProblem(s string) string {
+func stringProblem(s string) string { return checkString(s, true) }
+
+// checkString is stringProblem for a string that, when markers is false,
+// is known to hold no marker (mayHaveMarker): the walk learns that for all
+// strings of a document at once.
+func checkString(s string, markers bool) string {
 	if len(s) < 7 { // shorter than the shortest pattern below
 		return ""
 	}
 	if r := headerProblem(s); r != "" {
 		return r
+	}
+	if len(s) < minBase64Run && (!markers || !mayHaveMarker(s)) {
+		return ""
 	}
 	run, runStart := 0, 0
 	prev := uint8(0)
@@ -468,6 +398,47 @@ func stringProblem(s string) string {
 		return cookieValue
 	}
 	return ""
+}
+
+// mayHaveMarker reports whether s holds a byte without which no rule past
+// the header check can fire in a string shorter than minBase64Run; false
+// lets most strings go without the full scan, which costs several times
+// more and runs for every string of every write. What each rule needs:
+//
+//   - a PEM block: "-----BEGIN" holds a B;
+//   - raw SDP: "v=0" followed by another line, which needs a line break;
+//   - a data URI or a Set-Cookie value: a semicolon;
+//   - "Bearer " or "Basic ": a B, or a b followed by an a or an e in either
+//     case (strings.EqualFold folds non-ASCII letters too, but a prefix of
+//     as many bytes as the ASCII scheme has can only match in ASCII);
+//   - a base64 signature (base64Magics): each holds a B or a G, or is
+//     "/9j/".
+//
+// It searches with strings.IndexByte, so that a whole document can be
+// cleared at once: the bytes of a document without escapes are all the
+// bytes its strings hold. TestMarkersCoverRules holds it to the rules.
+func mayHaveMarker(s string) bool {
+	for _, c := range []byte{'B', 'G', ';', '\n', '\r'} {
+		if strings.IndexByte(s, c) >= 0 {
+			return true
+		}
+	}
+	return strings.Contains(s, "/9j/") || hasBaOrBe(s)
+}
+
+// hasBaOrBe reports a b followed by an a or an e in either case.
+func hasBaOrBe(s string) bool {
+	for i := strings.IndexByte(s, 'b'); i >= 0 && i+1 < len(s); {
+		if c := s[i+1] | 0x20; c == 'a' || c == 'e' {
+			return true
+		}
+		next := strings.IndexByte(s[i+1:], 'b')
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
 }
 
 func runProblem(s string, start, run int) string {

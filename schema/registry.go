@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/valyala/fastjson"
 )
 
 // MediaIntentV1 names the standard orchestration schema, built into every
@@ -19,20 +21,6 @@ const MediaIntentV1 = "keeppeek.media-intent.v1"
 // registered name; any other error is wrapped in one at path "$".
 type Validator interface {
 	Validate(doc map[string]any) error
-}
-
-// RawValidator is an optional fast path a [Validator] may implement. Before
-// decoding anything, [Registry.Validate] calls AcceptRaw with the raw
-// document; true ends validation with acceptance, false runs the full path
-// (decoding, [Guard], Validate) as if there were no fast path.
-//
-// So AcceptRaw answers "accepted" or "not sure", never "rejected": it may
-// return true only for a document the full path accepts, whatever the
-// bytes, and it may return false for any document at all. Error messages
-// come from the full path alone. Like Validate, AcceptRaw is called from
-// many goroutines at once and must not keep doc.
-type RawValidator interface {
-	AcceptRaw(doc []byte) bool
 }
 
 // Registry maps allowed schema names to validators. A name that is not
@@ -86,11 +74,8 @@ func (r *Registry) Names() []string {
 }
 
 // Validate accepts doc only if it may be stored under schema name; see the
-// package comment for what acceptance guarantees. A validator that is a
-// [RawValidator] gets the first look; a document it does not accept, and
-// every document of other validators, takes the full path: JSON syntax and
-// shape, [Guard], then the schema's validator. Every error is an [*Error]
-// matching [ErrInvalid]; an unregistered name also matches
+// package comment for what acceptance guarantees. Every error is an
+// [*Error] matching [ErrInvalid]; an unregistered name also matches
 // [ErrUnknownSchema].
 func (r *Registry) Validate(name string, doc []byte) error {
 	r.mu.RLock()
@@ -104,32 +89,65 @@ func (r *Registry) Validate(name string, doc []byte) error {
 		}
 		return &Error{Schema: name, Path: "schema", Reason: "not registered", Err: ErrUnknownSchema}
 	}
-	if rv, ok := v.(RawValidator); ok && rv.AcceptRaw(doc) {
-		return nil
-	}
-	return validateFull(name, v, doc)
-}
-
-// validateFull is the full path of [Registry.Validate], the one source of
-// its verdicts' reasons and the oracle any fast path is tested against.
-func validateFull(name string, v Validator, doc []byte) error {
-	obj, err := decodeObject(doc)
-	if err != nil {
+	if err := validate(v, doc); err != nil {
 		err.Schema = name
 		return err
-	}
-	if err := guard(obj); err != nil {
-		err.Schema = name
-		return err
-	}
-	if verr := v.Validate(obj); verr != nil {
-		var e *Error
-		if errors.As(verr, &e) {
-			c := *e
-			c.Schema = name
-			return &c
-		}
-		return &Error{Schema: name, Path: "$", Reason: verr.Error(), Err: verr}
 	}
 	return nil
+}
+
+// validate parses doc, walks it once (shape rules and [Guard]) and lets v
+// decide: through its quick answer when it has one and is sure, else on the
+// document's Go values, so every reason for a rejection comes from the walk
+// or from v.Validate.
+func validate(v Validator, doc []byte) *Error {
+	d, err := parse(doc)
+	if err != nil {
+		return err
+	}
+	defer d.release()
+	root, oerr := d.root.Object()
+	if oerr != nil {
+		return &Error{Path: "$", Reason: "document must be a JSON object, not " + jsonKind(d.root.Type())}
+	}
+	q, quick := v.(quickAccepter)
+	obj, err := d.walk(!quick)
+	if err != nil {
+		return err
+	}
+	if quick {
+		if q.quickAccept(root) {
+			return nil
+		}
+		obj, _ = d.walk(true)
+	}
+	return validatorError(v.Validate(obj.(map[string]any)))
+}
+
+// validatorError turns what a Validator returned into an *Error, passing
+// one on as it is (copied: the Validator may keep it).
+func validatorError(verr error) *Error {
+	if verr == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(verr, &e) {
+		c := *e
+		return &c
+	}
+	return &Error{Path: "$", Reason: verr.Error(), Err: verr}
+}
+
+func jsonKind(t fastjson.Type) string {
+	switch t {
+	case fastjson.TypeArray:
+		return "an array"
+	case fastjson.TypeString:
+		return "a string"
+	case fastjson.TypeNumber:
+		return "a number"
+	case fastjson.TypeTrue, fastjson.TypeFalse:
+		return "a boolean"
+	}
+	return "null"
 }

@@ -174,7 +174,7 @@ func TestRejectsGenerated(t *testing.T) {
 		{"string", []byte(`"role"`), "$", "must be a JSON object, not a string"},
 		{"number", []byte(`42`), "$", "not a number"},
 		{"null", []byte(`null`), "$", "not null"},
-		{"invalid JSON", []byte(`{"role":"publish",}`), "$", "invalid JSON at byte 18"},
+		{"invalid JSON", []byte(`{"role":"publish",}`), "$", "invalid JSON: cannot parse object"},
 		{"truncated", []byte(`{"role":"publish"`), "$", "unexpected end"},
 		{"empty", nil, "$", "empty document"},
 		{"trailing data", []byte(`{} {}`), "$", "data after the document"},
@@ -425,7 +425,7 @@ func TestGuardShapes(t *testing.T) {
 		deep = []any{deep}
 	}
 	mustReject(t, schema.Guard(deep), "$"+strings.Repeat("[0]", 32), "nesting deeper than 32")
-	mustReject(t, schema.Guard(map[string]any{"n": 3}), "$.n", "int is not a JSON value")
+	mustReject(t, schema.Guard(map[string]any{"n": make(chan int)}), "$", "not a JSON value")
 	for _, v := range []any{nil, true, json.Number("1"), 1.5, "s", []any{}, map[string]any{}} {
 		if err := schema.Guard(v); err != nil {
 			t.Errorf("Guard(%v) = %v", v, err)

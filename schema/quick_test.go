@@ -2,9 +2,6 @@ package schema
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/bits"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,27 +11,49 @@ import (
 	"github.com/keeppeek/statestore/internal/testdoc"
 )
 
-func fastAccepts(doc []byte) bool {
-	return mediaIntentValidator().(RawValidator).AcceptRaw(doc)
+// quickAccepts reports whether doc passes the walk and quickAccept.
+func quickAccepts(doc []byte) bool {
+	d, err := parse(doc)
+	if err != nil {
+		return false
+	}
+	defer d.release()
+	root, oerr := d.root.Object()
+	if oerr != nil {
+		return false
+	}
+	if _, err := d.walk(false); err != nil {
+		return false
+	}
+	return mediaIntentValidator().(quickAccepter).quickAccept(root)
 }
 
-// fullAccepts is the full path without the fast path: the oracle.
+// fullAccepts is validation without quickAccept, the JSON Schema library
+// deciding: the oracle.
 func fullAccepts(doc []byte) error {
-	return validateFull(MediaIntentV1, mediaIntentValidator(), doc)
+	if err := validate(slowValidator{mediaIntentValidator()}, doc); err != nil {
+		return err
+	}
+	return nil
 }
 
-func TestFastPathEnabled(t *testing.T) {
-	if r := mediaIntentFast().enabledReason; r != "" {
-		t.Fatalf("fast path for %s is off: %s\n(update mediaIntentFast's rules and mediaIntentFastSpec together)", MediaIntentV1, r)
+// slowValidator hides a validator's quickAccept.
+type slowValidator struct{ v Validator }
+
+func (s slowValidator) Validate(doc map[string]any) error { return s.v.Validate(doc) }
+
+func TestQuickAcceptEnabled(t *testing.T) {
+	if r := quickOff(); r != "" {
+		t.Fatalf("quickAccept for %s is off: %s\n(update its rules and mediaIntentQuickSpec together)", MediaIntentV1, r)
 	}
-	if _, ok := mediaIntentValidator().(RawValidator); !ok {
-		t.Fatal("media-intent validator is not a RawValidator")
+	if _, ok := mediaIntentValidator().(quickAccepter); !ok {
+		t.Fatal("media-intent validator has no quickAccept")
 	}
 }
 
-// TestFastPathFollowsSchema checks that the fast path turns itself off for
+// TestQuickFollowsSchema checks that quickAccept turns itself off for
 // any change of media-intent.v1.json but a change of annotations.
-func TestFastPathFollowsSchema(t *testing.T) {
+func TestQuickFollowsSchema(t *testing.T) {
 	same := []string{
 		strings.Replace(string(mediaIntentSchema), `"A stable identifier`, `"An identifier`, 1),
 		strings.Replace(string(mediaIntentSchema), `"type": "boolean" }`, `"type": "boolean", "$comment": "x", "title": "t" }`, 1),
@@ -51,21 +70,21 @@ func TestFastPathFollowsSchema(t *testing.T) {
 		if s == string(mediaIntentSchema) {
 			t.Fatalf("same[%d] did not change the schema", i)
 		}
-		if r := newFastPath([]byte(s)).enabledReason; r != "" {
-			t.Errorf("same[%d]: fast path off: %s", i, r)
+		if r := quickOffReason([]byte(s)); r != "" {
+			t.Errorf("same[%d]: quickAccept off: %s", i, r)
 		}
 	}
 	for i, s := range changed {
 		if s == string(mediaIntentSchema) {
 			t.Fatalf("changed[%d] did not change the schema", i)
 		}
-		if newFastPath([]byte(s)).enabledReason == "" {
-			t.Errorf("changed[%d]: fast path still on", i)
+		if quickOffReason([]byte(s)) == "" {
+			t.Errorf("changed[%d]: quickAccept still on", i)
 		}
 	}
 }
 
-// realisticDocs are documents writers send; the fast path must accept all.
+// realisticDocs are documents writers send; quickAccept must accept all.
 func realisticDocs(t testing.TB, short bool) map[string][]byte {
 	docs := map[string][]byte{}
 	files, _ := filepath.Glob("testdata/accept/*.json")
@@ -95,21 +114,21 @@ func realisticDocs(t testing.TB, short bool) map[string][]byte {
 	return docs
 }
 
-func TestFastPathAcceptsRealistic(t *testing.T) {
+func TestQuickAcceptsRealistic(t *testing.T) {
 	i := 0
 	for name, doc := range realisticDocs(t, testing.Short()) {
 		// The full path is slow; a sample shows the set is valid.
 		if i++; i%31 == 0 || !strings.HasPrefix(name, "MediaIntent") {
 			if err := fullAccepts(doc); err != nil {
-				t.Fatalf("%s: full path rejects: %v", name, err)
+				t.Fatalf("%s: JSON Schema library rejects: %v", name, err)
 			}
 		}
-		if !fastAccepts(doc) {
-			t.Errorf("%s: fast path is not sure", name)
+		if !quickAccepts(doc) {
+			t.Errorf("%s: quickAccept is not sure", name)
 		}
 	}
-	// Documents that need the escape decoder, the hash set's growth and
-	// nesting right at the limit are accepted too.
+	// Documents with escapes, many names and nesting right at the limit
+	// are accepted too.
 	for name, doc := range map[string][]byte{
 		"escapes":    []byte(`{"r\u006fle":"pub\u006cish","desired":true,"source_id":"cam\u002d1","media_kind":"video","recording_mode":"inherit","parameters":{"cv\u002enote":"line\none \"quoted\" \u00e9\ud83d\ude00 \/","x.y":["\t",{"k\u0031":"\\"}]}}`),
 		"many keys":  manyParams(3000, false),
@@ -118,10 +137,10 @@ func TestFastPathAcceptsRealistic(t *testing.T) {
 		"spacing":    []byte(" \t\r\n{ \"role\" : \"subscribe\" ,\n\"desired\":\tfalse , \"source_id\" : \"x\" , \"media_kind\" : \"audio\" , \"priority\" : 1000 , \"parameters\" : { } }\n "),
 	} {
 		if err := fullAccepts(doc); err != nil {
-			t.Fatalf("%s: full path rejects: %v", name, err)
+			t.Fatalf("%s: JSON Schema library rejects: %v", name, err)
 		}
-		if !fastAccepts(doc) {
-			t.Errorf("%s: fast path is not sure", name)
+		if !quickAccepts(doc) {
+			t.Errorf("%s: quickAccept is not sure", name)
 		}
 	}
 }
@@ -142,20 +161,22 @@ func manyParams(n int, dup bool) []byte {
 	return b.Bytes()
 }
 
-func TestFastPathAllocations(t *testing.T) {
-	if testing.Short() {
+func TestValidateAllocations(t *testing.T) {
+	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts are noisy under -race and -short")
 	}
 	doc := testdoc.MediaIntent(2193, 1)
-	fastAccepts(doc) // warm the pool
-	if n := testing.AllocsPerRun(200, func() { fastAccepts(doc) }); n > 0.1 {
-		t.Errorf("AcceptRaw allocates %.2f times per document", n)
+	r := NewRegistry()
+	r.Validate(MediaIntentV1, doc) // warm the pools
+	if n := testing.AllocsPerRun(200, func() { r.Validate(MediaIntentV1, doc) }); n > 0.1 {
+		t.Errorf("Validate allocates %.2f times per accepted document", n)
 	}
 }
 
-// fastRejectSeeds are documents the full path rejects, each one rule away
-// from acceptance, so a fast path that skips a rule accepts one of them.
-var fastRejectSeeds = []string{
+// quickRejectSeeds are documents the JSON Schema library or the walk
+// rejects, each one rule away from acceptance, so a quickAccept or a walk
+// that skips a rule accepts one of them.
+var quickRejectSeeds = []string{
 	// duplicates, at every level and through escapes
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","role":"subscribe"}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","r\u006fle":"subscribe"}`,
@@ -244,8 +265,8 @@ var fastRejectSeeds = []string{
 	``, ` `, `null`, `"x"`,
 }
 
-// fastAcceptSeeds are accepted documents close to the edges.
-var fastAcceptSeeds = []string{
+// quickAcceptSeeds are accepted documents close to the edges.
+var quickAcceptSeeds = []string{
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"v=0\\no=- 0 0 IN IP4 0.0.0.0\\n"}}`,
 	`{"role":"subscribe","desired":true,"source_id":"...","media_kind":"video","priority":0}`,
 	`{"role":"subscribe","desired":true,"source_id":"` + strings.Repeat("a", 128) + `","media_kind":"video","priority":1000}`,
@@ -258,7 +279,7 @@ var fastAcceptSeeds = []string{
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `}}`,
 }
 
-func TestFastPathRejects(t *testing.T) {
+func TestQuickRejects(t *testing.T) {
 	files, _ := filepath.Glob("testdata/reject/*.json")
 	if len(files) == 0 {
 		t.Fatal("no reject fixtures")
@@ -271,41 +292,35 @@ func TestFastPathRejects(t *testing.T) {
 		}
 		docs[f] = b
 	}
-	for i, s := range fastRejectSeeds {
-		docs["fastRejectSeeds["+strconv.Itoa(i)+"]"] = []byte(s)
+	for i, s := range quickRejectSeeds {
+		docs["quickRejectSeeds["+strconv.Itoa(i)+"]"] = []byte(s)
 	}
 	docs["duplicate among many"] = manyParams(3000, true)
 	for name, doc := range docs {
 		if err := fullAccepts(doc); err == nil {
-			t.Fatalf("%s: the full path accepts; not a rejection case", name)
+			t.Fatalf("%s: validation without quickAccept accepts; not a rejection case", name)
 		}
-		if fastAccepts(doc) {
-			t.Errorf("%s: fast path accepts a document the full path rejects", name)
+		if quickAccepts(doc) {
+			t.Errorf("%s: quickAccept accepts a document the JSON Schema library rejects", name)
 		}
 	}
-	for i, s := range fastAcceptSeeds {
+	for i, s := range quickAcceptSeeds {
 		if err := fullAccepts([]byte(s)); err != nil {
-			t.Errorf("fastAcceptSeeds[%d]: full path rejects: %v", i, err)
+			t.Errorf("quickAcceptSeeds[%d]: JSON Schema library rejects: %v", i, err)
 		}
 	}
 }
 
-// FuzzFastPathSound holds the fast path to the full path: whatever the
-// bytes, a document the fast path accepts must be one the full path accepts.
-// (The reverse need not hold; "not sure" is always allowed.)
-func FuzzFastPathSound(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*/*.json")
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	for _, s := range fastRejectSeeds {
+// FuzzQuickAcceptSound holds quickAccept to the JSON Schema library:
+// whatever the bytes, a document quickAccept accepts must be one the
+// library (and the walk before it) accepts. (The reverse need not hold;
+// "not sure" is always allowed.)
+func FuzzQuickAcceptSound(f *testing.F) {
+	addFixtures(f)
+	for _, s := range quickRejectSeeds {
 		f.Add([]byte(s))
 	}
-	for _, s := range fastAcceptSeeds {
+	for _, s := range quickAcceptSeeds {
 		f.Add([]byte(s))
 	}
 	for _, s := range decodeSeeds {
@@ -318,7 +333,7 @@ func FuzzFastPathSound(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		// in itself, and in spliced where most random bytes still leave a
-		// document the fast path may accept: a parameter value, the inside
+		// document quickAccept may accept: a parameter value, the inside
 		// of a string value, a parameter name, an identifier.
 		for _, doc := range [][]byte{
 			in,
@@ -327,11 +342,11 @@ func FuzzFastPathSound(f *testing.F) {
 			splice(`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"`, in, `":1}}`),
 			splice(`{"role":"subscribe","desired":true,"media_kind":"video","source_id":"`, in, `"}`),
 		} {
-			if !fastAccepts(doc) {
+			if !quickAccepts(doc) {
 				continue
 			}
 			if err := fullAccepts(doc); err != nil {
-				t.Fatalf("fast path accepts %q; full path: %v", doc, err)
+				t.Fatalf("quickAccept accepts %q; JSON Schema library: %v", doc, err)
 			}
 		}
 	})
@@ -339,71 +354,4 @@ func FuzzFastPathSound(f *testing.F) {
 
 func splice(head string, in []byte, tail string) []byte {
 	return append(append([]byte(head), in...), tail...)
-}
-
-func TestNotPlain(t *testing.T) {
-	check := func(w [8]byte) {
-		first := 8
-		for i, c := range w {
-			if !plainByte[c] {
-				first = i
-				break
-			}
-		}
-		m := notPlain(binary.LittleEndian.Uint64(w[:]))
-		if got := bits.TrailingZeros64(m) / 8; got != first || (m == 0) != (first == 8) {
-			t.Fatalf("notPlain(%q) = %#x: first at %d, want %d", w[:], m, got, first)
-		}
-	}
-	for _, bg := range []byte{'a', ' ', '!', '#', '[', ']', 0x7f, 0x21, 0x23, 0x5b, 0x5d} {
-		for pos := range 8 {
-			for c := range 256 {
-				var w [8]byte
-				for i := range w {
-					w[i] = bg
-				}
-				w[pos] = byte(c)
-				check(w)
-				for pos2 := pos + 1; pos2 < 8; pos2++ {
-					w[pos2] = byte(c * 7)
-					check(w)
-				}
-			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 1 << 20 {
-		var w [8]byte
-		for i := range w {
-			w[i] = byte(0x1e + rng.IntN(0x64))
-			if rng.IntN(16) == 0 {
-				w[i] = byte(rng.IntN(256))
-			}
-		}
-		check(w)
-	}
-}
-
-// TestNormalizeNameFastPath holds normalizeName's table-driven ASCII path
-// (taken when dst has room) to its general loop (taken when it has not).
-func TestNormalizeNameFastPath(t *testing.T) {
-	alphabet := []rune("aZk_-. \x00\x7fé\u212a\u017fK0;")
-	rng := rand.New(rand.NewPCG(5, 6))
-	for range 200000 {
-		r := make([]rune, rng.IntN(12))
-		for i := range r {
-			r[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		name := string(r)
-		if rng.IntN(8) == 0 {
-			name += "\xff" + name[:len(name)/2]
-		}
-		var buf [64]byte
-		prefix := []byte("x")
-		got := normalizeName(append(buf[:0], prefix...), name)
-		want := normalizeName(prefix[:1:1], name) // no room: the loop
-		if !bytes.Equal(got, want) {
-			t.Fatalf("normalizeName(%q): table path %q, loop %q", name, got, want)
-		}
-	}
 }
