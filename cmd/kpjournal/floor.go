@@ -29,21 +29,21 @@ func ackFloor(root, journalDir string) (floor journal.Floor, markerErr error, er
 // reason to print: the damage, plus why it is not torn when it is not.
 func (s *segmentScan) torn(i int, isLast bool, floor journal.Floor, lim journal.Limits) (bool, string) {
 	d := s.damage[i]
-	if !isLast || !d.last {
-		return false, d.reason
+	if !isLast || !d.Last {
+		return false, d.Reason
 	}
-	if d.index == 0 {
-		return false, d.reason + "; record indexes are unknown after earlier damage, so this is not a torn tail"
+	if d.Index == 0 {
+		return false, d.Reason + "; record indexes are unknown after earlier damage, so this is not a torn tail"
 	}
-	err := journal.JudgeTail(s.seg.Name(), s.data, d.offset, d.index, floor, lim)
+	err := journal.JudgeTail(s.seg.Name(), s.data, d.Offset, d.Index, floor, lim)
 	var ce *journal.CorruptError
 	if errors.As(err, &ce) {
-		return false, d.reason + "; " + ce.Reason
+		return false, d.Reason + "; " + ce.Reason
 	}
 	if err != nil {
-		return false, d.reason + "; " + err.Error()
+		return false, d.Reason + "; " + err.Error()
 	}
-	return true, d.reason
+	return true, d.Reason
 }
 
 // ckptSeverity grades an image that does not load the way Open does: Open
