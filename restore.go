@@ -18,7 +18,7 @@ import (
 func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header, error) {
 	hdr, v, err := checkpoint.Decode(r, s.checkpointLimits())
 	if err == nil {
-		err = s.checkViewBounds(v)
+		err = s.checker().CheckView(v)
 	}
 	if err == nil {
 		err = s.checkNoSettings(v)

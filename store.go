@@ -220,30 +220,15 @@ func (s *Store) open() error {
 		s.openReport.TailCut = cut
 		s.log.Warn("state store: " + cut.String())
 	}
-	view, ckptIndex, err := s.loadCheckpoint(jnl.FirstIndex())
+	st, err := loadState(stateSource{root: s.root, journalDir: jnl.Dir(), first: jnl.FirstIndex(), last: jnl.LastIndex(),
+		chk: s.checker(), log: s.log})
 	if err != nil {
 		return err
 	}
-	if s.openReport.Checkpoint.Path != "" {
-		err = checkJournalCovers(jnl, ckptIndex, s.openReport.Checkpoint.Path)
-	} else if from := jnl.FirstIndex(); from > 1 {
-		err = &journal.CorruptError{Index: from, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", from)}
-	}
-	if err != nil {
-		return err
-	}
-	var backlog int64 // frame bytes after the image: the journal the next checkpoint retires
-	err = jnl.Replay(ckptIndex+1, func(idx uint64, rec *journal.Record) error {
-		if err := s.validateRecord(view, rec); err != nil {
-			return err
-		}
-		_, err := view.Apply(rec)
-		s.openReport.Replayed++
-		backlog += int64(rec.EncodedSize())
-		return err
-	})
-	if err != nil {
-		return err
+	view, backlog := st.View, st.FrameBytes // frame bytes after the image: the journal the next checkpoint retires
+	s.openReport.Checkpoint, s.openReport.Replayed = st.Checkpoint, st.Replayed
+	for _, path := range st.unloadable {
+		s.unloadable[path] = true
 	}
 	s.view.Store(view)
 	s.index = jnl.LastIndex()
