@@ -259,7 +259,7 @@ func (s *Scanner) advance(to int) {
 // validEntryAt reports whether a whole entry holding a valid frame starts
 // at off, with the O(1) structural test before the checksum.
 func (s *Scanner) validEntryAt(off int) bool {
-	n, w := binary.Uvarint(s.data[off:])
+	n, w := entryLen(s.data[off:])
 	if w <= 0 || n < MinFrameSize || n > uint64(len(s.data)-off-w) {
 		return false
 	}

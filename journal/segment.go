@@ -1,17 +1,11 @@
 package journal
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 )
-
-// segmentNameLen is the width tidwall/wal gives a segment file name: the
-// zero-padded decimal index of the segment's first entry.
-const segmentNameLen = 20
 
 // Segment describes one segment file of the journal.
 type Segment struct {
@@ -23,8 +17,6 @@ type Segment struct {
 // Name is the segment's file name.
 func (s Segment) Name() string { return filepath.Base(s.Path) }
 
-func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }
-
 // ListSegments returns the journal's segment files in index order. Files
 // that are not segments (temporaries, truncation markers) are ignored.
 func ListSegments(dir string) ([]Segment, error) {
@@ -35,11 +27,8 @@ func ListSegments(dir string) ([]Segment, error) {
 	var segs []Segment
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || len(name) != segmentNameLen {
-			continue
-		}
-		start, err := strconv.ParseUint(name, 10, 64)
-		if err != nil || start == 0 {
+		start, ok := parseSegmentName(name)
+		if e.IsDir() || !ok {
 			continue
 		}
 		info, err := e.Info()
@@ -68,27 +57,6 @@ type scanResult struct {
 	// boundary, to the end of the data: pre-written space, not a bad spot
 	// (only the last segment may hold one; see prewrite.go).
 	zeros int64
-}
-
-// entryAt parses the wal entry (uvarint length, then that many bytes) at off
-// and returns the frame and the entry's total size.
-func entryAt(data []byte, off int) (frame []byte, size int, bad *badSpot) {
-	n, w := binary.Uvarint(data[off:])
-	if w == 0 {
-		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix cut off at end of file", incomplete: true}
-	}
-	if w < 0 {
-		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix overflows"}
-	}
-	if n > uint64(len(data)-off-w) {
-		return nil, 0, &badSpot{offset: int64(off), reason: fmt.Sprintf("entry of %d bytes runs past end of file (%d bytes left)", n, len(data)-off-w), incomplete: true}
-	}
-	if n == 0 {
-		// tidwall/wal reads a zero-filled tail as a run of empty entries;
-		// the journal never writes one, so it is damage, not data.
-		return nil, 0, &badSpot{offset: int64(off), reason: "empty entry (zero-filled bytes)"}
-	}
-	return data[off+w : off+w+int(n)], w + int(n), nil
 }
 
 // scan parses data entry by entry, decoding each frame, and calls fn for
@@ -139,7 +107,7 @@ func NextFrame(data []byte, from int64, lim Limits) int64 { return validFrameAft
 // stays linear in the tail's size for any damage a crash or a fuzzer makes.
 func validFrameAfter(data []byte, from int64, lim Limits) int64 {
 	for off := int(from); off < len(data); off++ {
-		n, w := binary.Uvarint(data[off:])
+		n, w := entryLen(data[off:])
 		if w <= 0 || n < MinFrameSize || n > uint64(len(data)-off-w) {
 			continue
 		}

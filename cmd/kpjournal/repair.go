@@ -124,7 +124,9 @@ func (r *repairer) cutTail() int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
-	rep.Markers = truncationMarkers(c.journalDir())
+	if rep.Markers, err = journal.TruncationMarkers(c.journalDir()); err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
 	damagedCkpts, code := r.damagedCheckpoints(segs)
 	if code >= 0 {
 		return code
@@ -267,18 +269,6 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 		fmt.Fprintf(c.stdout, "the damaged segment as found is kept at %s\n", cut.SavedAs)
 	}
 	return code
-}
-
-func truncationMarkers(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	out := []string{}
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // lossRow is what --truncate-after drops in one namespace.

@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/keeppeek/statestore"
@@ -355,15 +353,12 @@ func (v *verifier) damage(s *segmentScan, name string, isLast bool, i int) {
 // markers notes truncation markers tidwall/wal leaves when a crash
 // interrupts a truncation; the store finishes the truncation at open.
 func (v *verifier) markers() {
-	ents, err := os.ReadDir(v.c.journalDir())
+	names, err := journal.TruncationMarkers(v.c.journalDir())
 	if err != nil {
 		return
 	}
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
-			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s: an interrupted truncation; the store finishes it when it opens", filepath.Join("journal", n)))
-		}
+	for _, n := range names {
+		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s: an interrupted truncation; the store finishes it when it opens", filepath.Join("journal", n)))
 	}
 }
 
