@@ -142,7 +142,7 @@ func (s *Store) maybeCheckpoint() {
 		// write. (This goroutine's Done is still pending, so Close's Wait
 		// covers a checkpoint started here.)
 		select {
-		case <-s.quit:
+		case <-s.pipe.quit:
 		default:
 			s.maybeCheckpoint()
 		}
@@ -229,7 +229,7 @@ func (s *Store) Backup(w io.Writer) error {
 	}
 	v, idx := s.snapshot()
 	if _, err := checkpoint.Encode(w, v, idx, s.clock.Now().UnixMilli()); err != nil {
-		return &Error{Code: Storage, Field: "backup", Message: err.Error(), Err: err}
+		return wrapErr(Storage, "backup", err)
 	}
 	return nil
 }

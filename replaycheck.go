@@ -143,5 +143,5 @@ func (c *ReplayChecker) CheckView(v *materialize.View) error {
 // JournalLimits are the record decoder bounds matching these limits.
 func (c *ReplayChecker) JournalLimits() journal.Limits {
 	return journal.Limits{MaxNamespace: c.limits.MaxNamespaceBytes, MaxKey: c.limits.MaxKeyBytes,
-		MaxSchema: 128, MaxOwner: 128, MaxDocument: c.limits.MaxDocumentBytes}
+		MaxSchema: quota.SchemaNameBytes, MaxOwner: quota.OwnerBytes, MaxDocument: c.limits.MaxDocumentBytes}
 }

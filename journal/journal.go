@@ -765,8 +765,7 @@ func (j *Journal) TruncateFront(index uint64) error {
 	}
 	if err != nil {
 		j.broken = err
-		j.recoverLocked()
-		return &StorageError{Op: "truncate front", Index: index, Err: err}
+		return &StorageError{Op: "truncate front", Index: index, Err: j.recoverAfter(err)}
 	}
 	j.first = index
 	if index >= j.tailStart {

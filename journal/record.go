@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/keeppeek/statestore/quota"
 )
 
 // Kind is the type of a journal record.
@@ -76,7 +78,8 @@ type Limits struct {
 }
 
 // DefaultLimits matches the store's defaults (quota.Default).
-var DefaultLimits = Limits{MaxNamespace: 128, MaxKey: 256, MaxSchema: 128, MaxOwner: 128, MaxDocument: 16384}
+var DefaultLimits = Limits{MaxNamespace: quota.DefaultNamespaceBytes, MaxKey: quota.DefaultKeyBytes,
+	MaxSchema: quota.SchemaNameBytes, MaxOwner: quota.OwnerBytes, MaxDocument: quota.DefaultDocumentBytes}
 
 // ErrFrame is wrapped by every frame decoding failure.
 var ErrFrame = errors.New("invalid record frame")
