@@ -236,11 +236,6 @@ func (s *Store) open() error {
 	return nil
 }
 
-// validateRecord applies the replay checks to a record.
-func (s *Store) validateRecord(v *materialize.View, rec *journal.Record) error {
-	return s.checker().Check(v, rec)
-}
-
 func (s *Store) checker() *ReplayChecker {
 	return &ReplayChecker{limits: s.limits, schemas: s.schemas}
 }

@@ -63,9 +63,6 @@ func (s *segmentScan) frame(it *item, lim journal.Limits, f *journal.Frame) {
 	_ = f.Parse(s.data[it.from:it.to], lim)
 }
 
-// clean reports whether every byte of the segment parsed.
-func (s *segmentScan) clean() bool { return len(s.damage) == 0 }
-
 // readSegment reads seg into buf (grown as needed) and returns it.
 func readSegment(seg journal.Segment, buf []byte) ([]byte, error) {
 	f, err := os.Open(seg.Path)
