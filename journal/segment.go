@@ -43,9 +43,8 @@ func ListSegments(dir string) ([]Segment, error) {
 
 // badSpot is the first entry of a segment that does not parse.
 type badSpot struct {
-	offset     int64
-	reason     string
-	incomplete bool // the entry runs past the end of the file
+	offset int64
+	reason string
 }
 
 // scanResult summarizes a sequential parse of one segment's bytes.
@@ -59,35 +58,30 @@ type scanResult struct {
 	zeros int64
 }
 
-// scan parses data entry by entry, decoding each frame, and calls fn for
-// each valid one. It stops at the first entry that fails to parse or decode.
-// An error from fn stops the scan and is returned as is.
+// scan reads data entry by entry with a Scanner that stops at damage, as
+// Open and Replay read a segment, and calls fn with each valid record. It
+// stops at the first entry that fails to parse or decode; zeros from an
+// entry boundary to the end are pre-written space, not a bad spot. An
+// error from fn stops the scan and is returned as is.
 func scan(data []byte, lim Limits, fn func(i int, off int64, rec *Record) error) (scanResult, error) {
 	var res scanResult
-	off := 0
-	for off < len(data) {
-		frame, size, bad := entryAt(data, off)
-		if bad != nil && PrewrittenFrom(data, int64(off)) {
-			res.zeros = int64(len(data) - off)
-			return res, nil
-		}
-		if bad != nil {
-			res.bad = bad
-			return res, nil
-		}
-		rec, err := Decode(frame, lim)
-		if err != nil {
-			res.bad = &badSpot{offset: int64(off), reason: err.Error()}
+	sc := NewScanner(data, 1, lim, StopAtDamage)
+	for sc.Next() {
+		if d := sc.Damage(); d != nil {
+			if d.Prewritten {
+				res.zeros = int64(len(data)) - d.Offset
+			} else {
+				res.bad = &badSpot{offset: d.Offset, reason: d.Reason}
+			}
 			return res, nil
 		}
 		if fn != nil {
-			if err := fn(res.count, int64(off), rec); err != nil {
+			if err := fn(res.count, sc.Offset(), sc.Frame().Record()); err != nil {
 				return res, err
 			}
 		}
-		off += size
 		res.count++
-		res.end = int64(off)
+		res.end = sc.End()
 	}
 	return res, nil
 }

@@ -70,13 +70,13 @@ func entryLen(data []byte) (n uint64, w int) { return binary.Uvarint(data) }
 func entryAt(data []byte, off int) (frame []byte, size int, bad *badSpot) {
 	n, w := binary.Uvarint(data[off:])
 	if w == 0 {
-		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix cut off at end of file", incomplete: true}
+		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix cut off at end of file"}
 	}
 	if w < 0 {
 		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix overflows"}
 	}
 	if n > uint64(len(data)-off-w) {
-		return nil, 0, &badSpot{offset: int64(off), reason: fmt.Sprintf("entry of %d bytes runs past end of file (%d bytes left)", n, len(data)-off-w), incomplete: true}
+		return nil, 0, &badSpot{offset: int64(off), reason: fmt.Sprintf("entry of %d bytes runs past end of file (%d bytes left)", n, len(data)-off-w)}
 	}
 	if n == 0 {
 		// tidwall/wal reads a zero-filled tail as a run of empty entries;
