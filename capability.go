@@ -9,9 +9,9 @@ const Capability = "keeppeek.state-store.v1"
 // Capabilities returns the capabilities the embedder should advertise for
 // this store: Capability while the store is open, none once it is closed.
 func (s *Store) Capabilities() []string {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
+	s.pipe.mu.Lock()
+	closed := s.pipe.closed
+	s.pipe.mu.Unlock()
 	if closed {
 		return nil
 	}

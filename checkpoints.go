@@ -57,46 +57,6 @@ type CheckpointReport struct {
 	Skipped []error
 }
 
-// loadCheckpoint loads the newest image that decodes, falling back to older
-// ones. When none loads, the journal decides: if it still holds every
-// record from index 1 (journalFirst is 1), replay starts from the empty
-// state and the skipped images are reported; otherwise the records before
-// journalFirst live only in the damaged images, and Open refuses, saying
-// so and how to get out.
-func (s *Store) loadCheckpoint(journalFirst uint64) (*materialize.View, uint64, error) {
-	files, err := checkpoint.List(s.root)
-	if err != nil {
-		return nil, 0, err
-	}
-	rep := &s.openReport.Checkpoint
-	for i := len(files) - 1; i >= 0; i-- {
-		f := files[i]
-		hdr, v, err := checkpoint.ReadFile(f.Path, s.checkpointLimits())
-		if err == nil && hdr.Index != f.Index {
-			err = fmt.Errorf("checkpoint %s: header index %d disagrees with its name", f.Path, hdr.Index)
-		}
-		if err == nil {
-			err = s.checkViewBounds(v)
-		}
-		if err != nil {
-			rep.Skipped = append(rep.Skipped, err)
-			s.unloadable[f.Path] = true
-			s.log.Warn("state store: skipping checkpoint", "path", f.Path, "err", err)
-			continue
-		}
-		rep.Path, rep.Index = f.Path, f.Index
-		return v, f.Index, nil
-	}
-	if len(files) > 0 && journalFirst > 1 {
-		return nil, 0, &NoCheckpointError{JournalFirst: journalFirst, Skipped: rep.Skipped}
-	}
-	if len(files) > 0 {
-		s.log.Warn("state store: no checkpoint loads; the journal holds every record from index 1, replaying it from the empty state",
-			"skipped", len(files))
-	}
-	return materialize.New(), 0, nil
-}
-
 // NoCheckpointError is Open's refusal when every checkpoint image is
 // damaged and the journal no longer holds the records before JournalFirst:
 // those records exist only in the damaged images.
@@ -127,13 +87,10 @@ func CheckpointFloor(root string) (journal.Floor, error) {
 	return journal.Floor{Index: newest.Index, Source: "checkpoint " + filepath.Base(newest.Path)}, nil
 }
 
-func (s *Store) checkViewBounds(v *materialize.View) error { return s.checker().CheckView(v) }
-
 // checkJournalCovers refuses a checkpoint the journal cannot continue: the
-// journal must hold every record after the image's index and must not end
-// before it.
-func checkJournalCovers(j *journal.Journal, ckptIndex uint64, ckptPath string) error {
-	first, last := j.FirstIndex(), j.LastIndex()
+// journal (records first..last) must hold every record after the image's
+// index and must not end before it.
+func checkJournalCovers(first, last, ckptIndex uint64, ckptPath string) error {
 	if first > ckptIndex+1 {
 		return &journal.CorruptError{Index: ckptIndex + 1, Reason: fmt.Sprintf("checkpoint %s ends at index %d but the journal starts at %d: records %d..%d are missing", filepath.Base(ckptPath), ckptIndex, first, ckptIndex+1, first-1)}
 	}
@@ -185,7 +142,7 @@ func (s *Store) maybeCheckpoint() {
 		// write. (This goroutine's Done is still pending, so Close's Wait
 		// covers a checkpoint started here.)
 		select {
-		case <-s.quit:
+		case <-s.pipe.quit:
 		default:
 			s.maybeCheckpoint()
 		}
@@ -272,7 +229,7 @@ func (s *Store) Backup(w io.Writer) error {
 	}
 	v, idx := s.snapshot()
 	if _, err := checkpoint.Encode(w, v, idx, s.clock.Now().UnixMilli()); err != nil {
-		return &Error{Code: Storage, Field: "backup", Message: err.Error(), Err: err}
+		return wrapErr(Storage, "backup", err)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@
 //     STORAGE to every call of its batch, and of every batch admitted on top
 //     of it, and changes nothing in memory; batches already synced are
 //     always published. (Admission of the next batches runs while a sync
-//     is in flight; see commit.go.)
+//     is in flight; see pipeline.go.)
 //   - Each namespace has a dense revision counter: every committed PUT,
 //     DELETE or EXPIRE advances it by exactly one; it is kept when the
 //     namespace empties and survives restart. Entry.Revision is the

@@ -110,6 +110,12 @@ func CodeOf(err error) Code {
 	return Unavailable
 }
 
+// wrapErr is the *Error for a cause from a package below: err's text is
+// the message, and err stays reachable through errors.Is and errors.As.
+func wrapErr(code Code, field string, err error) *Error {
+	return &Error{Code: code, Field: field, Message: err.Error(), Err: err}
+}
+
 func newErr(code Code, field, format string, args ...any) *Error {
 	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }

@@ -278,11 +278,11 @@ func (s *Store) Stats() Stats {
 	if ns := m.ckptUnixNano.Load(); ns != 0 {
 		st.Checkpoints.LastTime = time.Unix(0, ns)
 	}
-	s.mu.Lock()
-	if s.closed {
+	s.pipe.mu.Lock()
+	if s.pipe.closed {
 		st.State = StateClosed
 	}
-	s.mu.Unlock()
+	s.pipe.mu.Unlock()
 	if segs, err := journal.ListSegments(s.jnl.Dir()); err == nil {
 		st.JournalSegments = len(segs)
 		for _, seg := range segs {

@@ -60,6 +60,12 @@ func TestReplayRejects(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.reason) {
 				t.Fatalf("error %q does not say %q", err, tc.reason)
 			}
+			// The tools' loading is Open's: the same refusal.
+			_, lerr := statestore.LoadState(dir, 0, statestore.LoadOptions{Limits: tc.limits})
+			var lce *journal.CorruptError
+			if !errors.As(lerr, &lce) || lce.Index != ce.Index || lce.Reason != ce.Reason {
+				t.Fatalf("LoadState: %v; Open: %v", lerr, err)
+			}
 		})
 	}
 }

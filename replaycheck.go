@@ -40,41 +40,60 @@ func (c *ReplayChecker) Check(v *materialize.View, rec *journal.Record) error {
 	if err := c.CheckMetadata(rec); err != nil {
 		return err
 	}
-	if err := v.Check(rec); err != nil {
+	n, old, err := v.Inspect(rec)
+	if err != nil || rec.Kind != journal.KindPut {
 		return err
 	}
-	if rec.Kind != journal.KindPut {
-		return nil
-	}
-	old, exists := v.Get(rec.Namespace, rec.Key)
 	var oldSize int64
-	if exists {
+	if old != nil {
 		oldSize = old.Size()
 	}
 	_, bytes, nss := v.Totals()
-	u := quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(rec.Namespace).Entries, TotalBytes: bytes}
-	return c.limits.CheckPut(u, rec.Namespace, exists, oldSize, int64(len(rec.Document)))
+	u := quota.Usage{Namespaces: nss, NamespaceEntries: n.Entries, TotalBytes: bytes}
+	return c.CheckPut(u, rec.Namespace, old != nil, oldSize, int64(len(rec.Document)))
 }
 
 // CheckMetadata checks what a record says about itself, whatever state it
 // follows: its identifiers and, for a PUT, a registered schema and an owner.
 func (c *ReplayChecker) CheckMetadata(rec *journal.Record) error {
-	if err := checkNamespace(rec.Namespace, c.limits.MaxNamespaceBytes); err != nil {
+	if err := c.CheckNamespace(rec.Namespace); err != nil {
 		return err
 	}
-	if err := checkKey(rec.Key, c.limits.MaxKeyBytes); err != nil {
+	if err := c.CheckKey(rec.Key); err != nil {
 		return err
 	}
 	if rec.Kind != journal.KindPut {
 		return nil
 	}
-	if !c.schemas.Has(rec.Schema) {
-		return newErr(SchemaInvalid, "schema", "%q is not a registered schema", rec.Schema)
+	return c.CheckPutMetadata(rec.Schema, rec.Owner)
+}
+
+// CheckNamespace is the namespace rule writes pass at admission, within
+// these limits.
+func (c *ReplayChecker) CheckNamespace(namespace string) error {
+	return checkNamespace(namespace, c.limits.MaxNamespaceBytes)
+}
+
+// CheckKey is the key rule writes pass at admission, within these limits.
+func (c *ReplayChecker) CheckKey(key string) error { return checkKey(key, c.limits.MaxKeyBytes) }
+
+// CheckPutMetadata is what a PUT record must say of itself besides its
+// identifiers: a registered schema and an owner.
+func (c *ReplayChecker) CheckPutMetadata(schemaName, owner string) error {
+	if !c.schemas.Has(schemaName) {
+		return newErr(SchemaInvalid, "schema", "%q is not a registered schema", schemaName)
 	}
-	if rec.Owner == "" {
+	if owner == "" {
 		return newErr(InvalidArgument, "owner", "PUT record without an owner")
 	}
 	return nil
+}
+
+// CheckPut is the bounds rule of a PUT of docBytes at (namespace, key)
+// whose current entry, if exists, holds oldBytes, given the usage before
+// it: Check's last rule, for a tool that follows a journal without a view.
+func (c *ReplayChecker) CheckPut(u quota.Usage, namespace string, exists bool, oldBytes, docBytes int64) error {
+	return c.limits.CheckPut(u, namespace, exists, oldBytes, docBytes)
 }
 
 // CheckDocument validates a PUT record's document against its schema, as
@@ -124,5 +143,5 @@ func (c *ReplayChecker) CheckView(v *materialize.View) error {
 // JournalLimits are the record decoder bounds matching these limits.
 func (c *ReplayChecker) JournalLimits() journal.Limits {
 	return journal.Limits{MaxNamespace: c.limits.MaxNamespaceBytes, MaxKey: c.limits.MaxKeyBytes,
-		MaxSchema: 128, MaxOwner: 128, MaxDocument: c.limits.MaxDocumentBytes}
+		MaxSchema: quota.SchemaNameBytes, MaxOwner: quota.OwnerBytes, MaxDocument: c.limits.MaxDocumentBytes}
 }

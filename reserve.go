@@ -14,7 +14,7 @@ import (
 // admitted after the failure that spent the reserve reaches the journal.
 func (s *Store) checkReserve() error {
 	if err := s.jnl.CheckReserve(); err != nil {
-		return &Error{Code: Storage, Field: "journal reserve", Message: err.Error(), Err: err}
+		return wrapErr(Storage, "journal reserve", err)
 	}
 	return nil
 }
@@ -28,8 +28,11 @@ func (s *Store) purgeOverdue(view *materialize.View) (int, error) {
 	releases := s.jnl.Reserve().Releases
 	for {
 		b := s.newBatch(view)
-		n := b.expireDue(b.now)
-		err := s.commitAlone(b)
+		n, err := b.expireDue(b.now)
+		if err != nil {
+			return 0, err
+		}
+		err = s.commitAlone(b)
 		if err == nil || !journal.IsNoSpace(err) || s.jnl.Reserve().Releases == releases {
 			return n, err
 		}

@@ -18,13 +18,13 @@ import (
 func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header, error) {
 	hdr, v, err := checkpoint.Decode(r, s.checkpointLimits())
 	if err == nil {
-		err = s.checkViewBounds(v)
+		err = s.checker().CheckView(v)
 	}
 	if err == nil {
 		err = s.checkNoSettings(v)
 	}
 	if err != nil {
-		return nil, hdr, &Error{Code: InvalidArgument, Field: "backup", Message: err.Error(), Err: err}
+		return nil, hdr, wrapErr(InvalidArgument, "backup", err)
 	}
 	return v, hdr, nil
 }
@@ -33,24 +33,24 @@ func (s *Store) decodeBackup(r io.Reader) (*materialize.View, checkpoint.Header,
 // waits for every written batch to be synced and answered, so writes queued
 // meanwhile wait and then proceed against the state fn leaves.
 func (s *Store) exclusive(fn func() error) error {
-	s.mu.Lock()
-	for s.paused && !s.closed {
-		s.idle.Wait()
+	s.pipe.mu.Lock()
+	for s.pipe.paused && !s.pipe.closed {
+		s.pipe.idle.Wait()
 	}
-	if s.closed {
-		s.mu.Unlock()
+	if s.pipe.closed {
+		s.pipe.mu.Unlock()
 		return s.errClosed()
 	}
-	s.paused = true
+	s.pipe.paused = true
 	s.quietLocked(false)
-	s.mu.Unlock()
+	s.pipe.mu.Unlock()
 	err := fn()
-	s.mu.Lock()
+	s.pipe.mu.Lock()
 	s.resetPendingLocked()
-	s.paused = false
-	s.helperWake.Signal()
-	s.idle.Broadcast()
-	s.mu.Unlock()
+	s.pipe.paused = false
+	s.pipe.helperWake.Signal()
+	s.pipe.idle.Broadcast()
+	s.pipe.mu.Unlock()
 	return err
 }
 
@@ -78,7 +78,7 @@ func (s *Store) Restore(r io.Reader) error {
 		idx := s.jnl.LastIndex()
 		path := filepath.Join(s.root, checkpoint.Name(idx))
 		if _, err := checkpoint.WriteFile(path, v, idx, s.clock.Now().UnixMilli()); err != nil {
-			return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
+			return wrapErr(Storage, "checkpoint", err)
 		}
 		// From here the restored image is the newest and wins at open;
 		// older images and the journal behind it only cost space.
@@ -111,7 +111,7 @@ func (s *Store) Restore(r io.Reader) error {
 		return err
 	}
 	select {
-	case s.leasesChanged <- struct{}{}:
+	case s.pipe.leasesChanged <- struct{}{}:
 	default:
 	}
 	// Leases that lapsed since the backup was taken expire now, journaled.
@@ -141,7 +141,7 @@ func RestoreDir(dir string, r io.Reader, limits quota.Limits) error {
 	s := &Store{root: filepath.Join(dir, StoreDirName)}
 	var err error
 	if s.limits, err = limits.WithDefaults(); err != nil {
-		return &Error{Code: InvalidArgument, Field: "Limits", Message: err.Error(), Err: err}
+		return wrapErr(InvalidArgument, "Limits", err)
 	}
 	s.schemas = defaultRegistry()
 	v, hdr, err := s.decodeBackup(r)
@@ -156,13 +156,13 @@ func RestoreDir(dir string, r io.Reader, limits quota.Limits) error {
 	}
 	_, rootErr := os.Stat(s.root)
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
-		return &Error{Code: Storage, Field: "dir", Message: err.Error(), Err: err}
+		return wrapErr(Storage, "dir", err)
 	}
 	lockPath := filepath.Join(s.root, "LOCK")
 	_, lockErr := os.Stat(lockPath)
 	lock, err := disk.LockFile(lockPath)
 	if err != nil {
-		return &Error{Code: Unavailable, Field: "dir", Message: err.Error(), Err: err}
+		return wrapErr(Unavailable, "dir", err)
 	}
 	defer lock.Release()
 	if err := s.checkEmptyForRestore(); err != nil {
@@ -176,10 +176,10 @@ func RestoreDir(dir string, r io.Reader, limits quota.Limits) error {
 	}
 	jdir := filepath.Join(s.root, "journal")
 	if _, err := checkpoint.WriteFile(filepath.Join(s.root, checkpoint.Name(hdr.Index)), v, hdr.Index, hdr.TimeMs); err != nil {
-		return &Error{Code: Storage, Field: "checkpoint", Message: err.Error(), Err: err}
+		return wrapErr(Storage, "checkpoint", err)
 	}
 	if err := journal.CreateEmpty(jdir, hdr.Index+1); err != nil {
-		return &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
+		return wrapErr(Storage, "journal", err)
 	}
 	return nil
 }

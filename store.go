@@ -112,29 +112,8 @@ type Store struct {
 	// checkpoint either finished before Close released the LOCK or refuses.
 	shut atomic.Bool
 
-	// mu guards the commit queue and the pipeline (see commit.go).
-	mu         sync.Mutex
-	helperWake *sync.Cond // wakes the helper
-	idle       *sync.Cond // signalled when the pipeline may have gone quiet
-	closed     bool       // no new op is accepted
-	stopping   bool       // the helper exits once quiet
-	paused     bool       // an exclusive section holds the write stage off
-	admitting  bool       // the write stage is held
-	syncing    bool       // the sync stage is held
-	queue      []*op
-	inflight   []*batch // written batches awaiting their sync, in order
-	poisoned   bool     // a batch failed: later ones fail until the pipeline drains
-	reset      bool     // pending must be rebuilt before the next batch
-	loops      sync.WaitGroup
-
-	// Owned by the write stage: the published view plus every admitted
-	// batch, and the journal index its next record gets.
-	pending   *materialize.View
-	nextIndex uint64
-
-	leasesChanged chan struct{}
-	quit          chan struct{}
-	expiryDone    chan struct{}
+	// pipe is the commit pipeline: its queue, stages and loops.
+	pipe pipeline
 
 	openReport OpenReport
 	settings   *settingsBackend // nil without Options.Settings
@@ -164,12 +143,11 @@ func Open(opts Options) (*Store, error) {
 	}
 	limits, err := opts.Limits.WithDefaults()
 	if err != nil {
-		return nil, &Error{Code: InvalidArgument, Field: "Limits", Message: err.Error(), Err: err}
+		return nil, wrapErr(InvalidArgument, "Limits", err)
 	}
 	s := &Store{opts: opts, unloadable: map[string]bool{}, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
-		root: filepath.Join(opts.Dir, StoreDirName), leasesChanged: make(chan struct{}, 1), metrics: newMetrics()}
-	s.helperWake = sync.NewCond(&s.mu)
-	s.idle = sync.NewCond(&s.mu)
+		root: filepath.Join(opts.Dir, StoreDirName), metrics: newMetrics()}
+	s.pipe.init()
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -220,30 +198,15 @@ func (s *Store) open() error {
 		s.openReport.TailCut = cut
 		s.log.Warn("state store: " + cut.String())
 	}
-	view, ckptIndex, err := s.loadCheckpoint(jnl.FirstIndex())
+	st, err := loadState(stateSource{root: s.root, journalDir: jnl.Dir(), first: jnl.FirstIndex(), last: jnl.LastIndex(),
+		chk: s.checker(), log: s.log})
 	if err != nil {
 		return err
 	}
-	if s.openReport.Checkpoint.Path != "" {
-		err = checkJournalCovers(jnl, ckptIndex, s.openReport.Checkpoint.Path)
-	} else if from := jnl.FirstIndex(); from > 1 {
-		err = &journal.CorruptError{Index: from, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", from)}
-	}
-	if err != nil {
-		return err
-	}
-	var backlog int64 // frame bytes after the image: the journal the next checkpoint retires
-	err = jnl.Replay(ckptIndex+1, func(idx uint64, rec *journal.Record) error {
-		if err := s.validateRecord(view, rec); err != nil {
-			return err
-		}
-		_, err := view.Apply(rec)
-		s.openReport.Replayed++
-		backlog += int64(rec.EncodedSize())
-		return err
-	})
-	if err != nil {
-		return err
+	view, backlog := st.View, st.FrameBytes // frame bytes after the image: the journal the next checkpoint retires
+	s.openReport.Checkpoint, s.openReport.Replayed = st.Checkpoint, st.Replayed
+	for _, path := range st.unloadable {
+		s.unloadable[path] = true
 	}
 	s.view.Store(view)
 	s.index = jnl.LastIndex()
@@ -261,9 +224,9 @@ func (s *Store) open() error {
 	}
 	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
 	s.sessions = map[*Session]struct{}{}
-	s.quit = make(chan struct{})
-	s.expiryDone = make(chan struct{})
-	s.loops.Add(1)
+	s.pipe.quit = make(chan struct{})
+	s.pipe.expiryDone = make(chan struct{})
+	s.pipe.loops.Add(1)
 	go s.helperLoop()
 	go s.expiry()
 	// The EXPIREs above are in Stats().Bytes already; what was replayed is
@@ -271,11 +234,6 @@ func (s *Store) open() error {
 	s.ckptMark.Store(-backlog)
 	s.maybeCheckpoint()
 	return nil
-}
-
-// validateRecord applies the replay checks to a record.
-func (s *Store) validateRecord(v *materialize.View, rec *journal.Record) error {
-	return s.checker().Check(v, rec)
 }
 
 func (s *Store) checker() *ReplayChecker {
@@ -305,24 +263,24 @@ func (s *Store) OpenReport() OpenReport { return s.openReport }
 // memory and touch no file either.
 func (s *Store) Close() error {
 	s.shut.Store(true)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	s.pipe.mu.Lock()
+	if s.pipe.closed {
+		s.pipe.mu.Unlock()
 		return s.errClosed()
 	}
-	s.closed = true
+	s.pipe.closed = true
 	// A Restore holds the write stage off while it rewrites checkpoints and
 	// the journal's front: it must end before the journal closes.
-	for s.paused {
-		s.idle.Wait()
+	for s.pipe.paused {
+		s.pipe.idle.Wait()
 	}
 	s.quietLocked(true)
-	s.stopping = true
-	s.helperWake.Signal()
-	s.mu.Unlock()
-	s.loops.Wait()
-	close(s.quit)
-	<-s.expiryDone
+	s.pipe.stopping = true
+	s.pipe.helperWake.Signal()
+	s.pipe.mu.Unlock()
+	s.pipe.loops.Wait()
+	close(s.pipe.quit)
+	<-s.pipe.expiryDone
 	// Background checkpoints were started while the store was open; let
 	// them finish. Then wait out an explicit Checkpoint holding ckptMu and
 	// keep it until the files are closed: any that takes it later sees
@@ -379,7 +337,7 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 		return Entry{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Entry{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+		return Entry{}, wrapErr(Unavailable, "context", err)
 	}
 	if err := s.checkTarget(p, namespace, key, accessRead); err != nil {
 		return Entry{}, err
@@ -455,17 +413,17 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, 
 		return Entry{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Entry{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+		return Entry{}, wrapErr(Unavailable, "context", err)
 	}
 	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
 		return Entry{}, err
 	}
 	ttl, err := s.limits.ClampTTL(req.TTL)
 	if err != nil {
-		return Entry{}, &Error{Code: TTLInvalid, Field: "ttl", Message: err.Error(), Err: err}
+		return Entry{}, wrapErr(TTLInvalid, "ttl", err)
 	}
 	if err := s.limits.CheckDocument(len(req.Document)); err != nil {
-		return Entry{}, &Error{Code: ValueTooLarge, Field: "document", Message: err.Error(), Err: err}
+		return Entry{}, wrapErr(ValueTooLarge, "document", err)
 	}
 	if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
 		return Entry{}, schemaErr(err)
@@ -491,7 +449,7 @@ func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (_ u
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+		return 0, wrapErr(Unavailable, "context", err)
 	}
 	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
 		return 0, err
@@ -506,7 +464,7 @@ func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (_ u
 func schemaErr(err error) *Error {
 	var se *schema.Error
 	if !errors.As(err, &se) {
-		return &Error{Code: SchemaInvalid, Field: "document", Message: err.Error(), Err: err}
+		return wrapErr(SchemaInvalid, "document", err)
 	}
 	field, msg := se.Path, se.Reason
 	if field == "" {

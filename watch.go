@@ -90,7 +90,7 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (_ Wat
 		return WatchResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return WatchResult{}, &Error{Code: Unavailable, Field: "context", Message: err.Error(), Err: err}
+		return WatchResult{}, wrapErr(Unavailable, "context", err)
 	}
 	if err := checkWatchID(req.WatchID, s.limits.MaxKeyBytes); err != nil {
 		return WatchResult{}, err
@@ -173,17 +173,17 @@ func watchErr(err error, id string) error {
 	var le *watch.LimitError
 	switch {
 	case errors.As(err, &le):
-		return &Error{Code: WatchLimit, Field: le.Bound, Message: err.Error(), Err: err}
+		return wrapErr(WatchLimit, le.Bound, err)
 	case errors.Is(err, watch.ErrDuplicateWatch):
-		return &Error{Code: InvalidArgument, Field: "watch_id", Message: err.Error(), Err: err}
+		return wrapErr(InvalidArgument, "watch_id", err)
 	case errors.Is(err, watch.ErrUnknownWatch):
-		return &Error{Code: NotFound, Field: "watch_id", Message: err.Error(), Err: err}
+		return wrapErr(NotFound, "watch_id", err)
 	case errors.Is(err, watch.ErrInvalidSequence):
-		return &Error{Code: InvalidArgument, Field: "applied_sequence", Message: err.Error(), Err: err}
+		return wrapErr(InvalidArgument, "applied_sequence", err)
 	case errors.Is(err, watch.ErrSessionClosed), errors.Is(err, watch.ErrStopped):
-		return &Error{Code: Unavailable, Field: "session", Message: err.Error(), Err: err}
+		return wrapErr(Unavailable, "session", err)
 	}
-	return &Error{Code: Unavailable, Field: "watch", Message: err.Error(), Err: err}
+	return wrapErr(Unavailable, "watch", err)
 }
 
 // Unwatch removes a watch (UnwatchState).

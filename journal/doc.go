@@ -2,6 +2,12 @@
 // authority: a segmented, append-only sequence of checksummed records on top
 // of github.com/tidwall/wal.
 //
+// Everything the journal relies on in tidwall/wal beyond its exported API
+// (file naming, entry encoding, when a segment is sealed, the crash
+// markers of a truncation, its fsync switched off, its tail buffer) is
+// written down once, in tidwall.go, and pinned by tidwall_test.go against
+// the version in go.mod.
+//
 // # On-disk format
 //
 // A journal is a directory of segment files. tidwall/wal names each file
@@ -77,7 +83,7 @@
 //     full-disk reserve can count on); a failed zero write stops pre-writing
 //     for that segment, a failed zero fdatasync is treated as a failed
 //     commit. Options.NoPrewrite keeps the tail append-only.
-//   - tidwall/wal's tail buffer is pre-sized to a whole segment (tailbuf.go)
+//   - tidwall/wal's tail buffer is pre-sized to a whole segment (tidwall.go)
 //     so its appends never reallocate it; a tidwall/wal whose layout differs
 //     makes this a no-op, never a memory error.
 //   - Reclaim frees space by removing whole sealed segments, oldest first,

@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -241,19 +239,7 @@ func (j *Journal) openLog() error {
 	} else if len(segs) == 0 {
 		fresh = true
 	}
-	log, err := wal.Open(j.dir, &wal.Options{
-		// Sync fdatasyncs the tail itself, outside tidwall/wal's lock,
-		// so writes continue while a sync is in flight. (tidwall/wal
-		// still fsyncs a segment when it cycles away from it.)
-		NoSync:           true,
-		SegmentSize:      j.opts.SegmentSize,
-		LogFormat:        wal.Binary,
-		SegmentCacheSize: 1,
-		NoCopy:           true,
-		AllowEmpty:       true,
-		DirPerms:         0o755,
-		FilePerms:        0o644,
-	})
+	log, err := openTidwall(j.dir, j.opts.SegmentSize)
 	if err != nil {
 		return &StorageError{Op: "open", Err: err}
 	}
@@ -281,76 +267,6 @@ func (j *Journal) openLog() error {
 	j.tailStart, j.tailBytes = tail.Start, tail.Size
 	j.tailChangedLocked()
 	j.kickPrewriterLocked()
-	return nil
-}
-
-// finishTruncation completes a TruncateFront or TruncateBack that a crash
-// interrupted, with the semantics tidwall/wal gives its .START and .END
-// markers, and then fsyncs the directory (which tidwall/wal never does).
-// Leftover .TEMP files are removed: their rename never happened.
-func finishTruncation(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return &StorageError{Op: "open", Err: err}
-	}
-	var start, end string
-	changed := false
-	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case strings.HasSuffix(name, ".TEMP"):
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return &StorageError{Op: "remove temporary file", Err: err}
-			}
-			changed = true
-		case len(name) == segmentNameLen+len(".START") && strings.HasSuffix(name, ".START"):
-			start = name
-		case len(name) == segmentNameLen+len(".END") && strings.HasSuffix(name, ".END"):
-			end = name
-		}
-	}
-	if start != "" && end != "" {
-		return &CorruptError{Segment: start, Reason: "both a .START and an .END truncation marker exist"}
-	}
-	segs, err := ListSegments(dir)
-	if err != nil {
-		return &StorageError{Op: "open", Err: err}
-	}
-	if start != "" {
-		idx, _ := strconv.ParseUint(start[:segmentNameLen], 10, 64)
-		// The marker holds every entry from idx on that its segment held:
-		// all segments starting at or before idx are superseded by it.
-		for _, s := range segs {
-			if s.Start <= idx {
-				if err := os.Remove(s.Path); err != nil {
-					return &StorageError{Op: "finish truncation", Err: err}
-				}
-			}
-		}
-		if err := os.Rename(filepath.Join(dir, start), filepath.Join(dir, start[:segmentNameLen])); err != nil {
-			return &StorageError{Op: "finish truncation", Err: err}
-		}
-		changed = true
-	}
-	if end != "" {
-		idx, _ := strconv.ParseUint(end[:segmentNameLen], 10, 64)
-		for _, s := range segs {
-			if s.Start >= idx {
-				if err := os.Remove(s.Path); err != nil {
-					return &StorageError{Op: "finish truncation", Err: err}
-				}
-			}
-		}
-		if err := os.Rename(filepath.Join(dir, end), filepath.Join(dir, end[:segmentNameLen])); err != nil {
-			return &StorageError{Op: "finish truncation", Err: err}
-		}
-		changed = true
-	}
-	if changed {
-		if err := disk.SyncDir(dir); err != nil {
-			return &StorageError{Op: "finish truncation", Err: err}
-		}
-	}
 	return nil
 }
 
@@ -479,15 +395,8 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	}
 	j.batch.Clear()
 	j.batchBytes = 0
-	tail, tailStart := j.tailBytes, j.tailStart
-	cycled := false
-	seg := int64(j.opts.SegmentSize)
-	// Mirror tidwall/wal's cycling rule: a tail already over the size is
-	// cycled before the batch, and any entry that brings it to the size
-	// closes the segment right after itself.
-	if tail > seg {
-		cycled, tail, tailStart = true, 0, first
-	}
+	tail := tailCycle{bytes: j.tailBytes, start: j.tailStart, size: int64(j.opts.SegmentSize)}
+	tail.begin(first)
 	for i, r := range recs {
 		var err error
 		j.buf, err = r.AppendFrame(j.buf[:0])
@@ -496,10 +405,7 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		}
 		j.batch.Write(first+uint64(i), j.buf)
 		j.batchBytes += len(j.buf)
-		tail += int64(uvarintLen(uint64(len(j.buf))) + len(j.buf))
-		if tail >= seg {
-			cycled, tail, tailStart = true, 0, first+uint64(i)+1
-		}
+		tail.append(len(j.buf), first+uint64(i))
 	}
 	err := j.log.WriteBatch(&j.batch)
 	if err != nil {
@@ -513,8 +419,8 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	// j.last stays put even when cycling fsynced a finished segment: a
 	// batch is acknowledged whole or not at all, and a recovery cuts the
 	// files back to j.last.
-	j.tailBytes, j.tailStart = tail, tailStart
-	if cycled {
+	j.tailBytes, j.tailStart = tail.bytes, tail.start
+	if tail.cycled {
 		// The entry that sealed the old segment reached SegmentSize, past
 		// every pre-written byte; the new tail is a fresh, empty file.
 		j.tailChangedLocked()
@@ -522,7 +428,7 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	j.kickPrewriterLocked()
 	// The new segment's directory entry is made durable by the Sync that
 	// acknowledges its first records, off the writer's path.
-	j.dirDirty = j.dirDirty || cycled
+	j.dirDirty = j.dirDirty || tail.cycled
 	return first, nil
 }
 
@@ -669,15 +575,6 @@ func (j *Journal) Written() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.written
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
 }
 
 // recoverLocked discards the wal handle and cuts the files back to the last
@@ -868,8 +765,7 @@ func (j *Journal) TruncateFront(index uint64) error {
 	}
 	if err != nil {
 		j.broken = err
-		j.recoverLocked()
-		return &StorageError{Op: "truncate front", Index: index, Err: err}
+		return &StorageError{Op: "truncate front", Index: index, Err: j.recoverAfter(err)}
 	}
 	j.first = index
 	if index >= j.tailStart {

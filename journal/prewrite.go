@@ -133,7 +133,7 @@ func (j *Journal) kickPrewriterLocked() {
 // tailChangedLocked records that the tail segment is a different file, or
 // was rewritten without its zeros (cycle, recovery, a front truncation that
 // reached the tail): nothing of it is pre-written, and tidwall/wal's buffer
-// for it needs pre-sizing (tailbuf.go).
+// for it needs pre-sizing (tidwall.go).
 func (j *Journal) tailChangedLocked() {
 	if j.log != nil && !j.closed {
 		presizeTail(j.log, j.opts.SegmentSize+uvarintLen(uint64(maxFrameSize(j.opts.Limits)))+maxFrameSize(j.opts.Limits))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/keeppeek/statestore/quota"
 )
 
 // Kind is the type of a journal record.
@@ -76,7 +78,8 @@ type Limits struct {
 }
 
 // DefaultLimits matches the store's defaults (quota.Default).
-var DefaultLimits = Limits{MaxNamespace: 128, MaxKey: 256, MaxSchema: 128, MaxOwner: 128, MaxDocument: 16384}
+var DefaultLimits = Limits{MaxNamespace: quota.DefaultNamespaceBytes, MaxKey: quota.DefaultKeyBytes,
+	MaxSchema: quota.SchemaNameBytes, MaxOwner: quota.OwnerBytes, MaxDocument: quota.DefaultDocumentBytes}
 
 // ErrFrame is wrapped by every frame decoding failure.
 var ErrFrame = errors.New("invalid record frame")
@@ -147,72 +150,13 @@ func (r *Record) Encode() ([]byte, error) {
 // Decode parses one frame. It checks the checksum first, then every length
 // against lim before slicing, so metadata is validated before the document
 // is touched. Strings are copied; Document is copied too, so the result
-// never aliases frame.
+// never aliases frame. [Frame.Parse] reads a frame in place instead.
 func Decode(frame []byte, lim Limits) (*Record, error) {
-	if len(frame) < MinFrameSize {
-		return nil, frameErr("length", "%d bytes is shorter than the %d-byte minimum frame", len(frame), MinFrameSize)
+	var f Frame
+	if err := f.Parse(frame, lim); err != nil {
+		return nil, err
 	}
-	body := frame[:len(frame)-crcSize]
-	want := binary.LittleEndian.Uint32(frame[len(frame)-crcSize:])
-	if got := crc32.Checksum(body, castagnoli); got != want {
-		return nil, frameErr("crc", "stored CRC-32C %08x, computed %08x", want, got)
-	}
-	if body[0] != FormatVersion {
-		return nil, frameErr("version", "frame version %d, this build reads %d", body[0], FormatVersion)
-	}
-	r := &Record{Kind: Kind(body[1])}
-	if r.Kind != KindPut && r.Kind != KindDelete && r.Kind != KindExpire {
-		return nil, frameErr("kind", "unknown kind %d", body[1])
-	}
-	r.Revision = binary.LittleEndian.Uint64(body[2:])
-	r.TimeMs = int64(binary.LittleEndian.Uint64(body[10:]))
-	nsLen := int(binary.LittleEndian.Uint16(body[18:]))
-	keyLen := int(binary.LittleEndian.Uint16(body[20:]))
-	if nsLen > lim.MaxNamespace {
-		return nil, frameErr("namespace length", "%d bytes exceeds the %d-byte limit", nsLen, lim.MaxNamespace)
-	}
-	if keyLen > lim.MaxKey {
-		return nil, frameErr("key length", "%d bytes exceeds the %d-byte limit", keyLen, lim.MaxKey)
-	}
-	p := body[headerSize:]
-	if len(p) < nsLen+keyLen {
-		return nil, frameErr("length", "namespace and key run past the frame end")
-	}
-	r.Namespace = string(p[:nsLen])
-	r.Key = string(p[nsLen : nsLen+keyLen])
-	p = p[nsLen+keyLen:]
-	if r.Kind != KindPut {
-		if len(p) != 0 {
-			return nil, frameErr("length", "%d trailing bytes after a %s record", len(p), r.Kind)
-		}
-		return r, nil
-	}
-	if len(p) < putHeaderSize {
-		return nil, frameErr("length", "PUT header runs past the frame end")
-	}
-	schemaLen := int(binary.LittleEndian.Uint16(p[0:]))
-	ownerLen := int(binary.LittleEndian.Uint16(p[2:]))
-	r.CreatedMs = int64(binary.LittleEndian.Uint64(p[4:]))
-	r.UpdatedMs = int64(binary.LittleEndian.Uint64(p[12:]))
-	r.ExpiresMs = int64(binary.LittleEndian.Uint64(p[20:]))
-	docLen := uint64(binary.LittleEndian.Uint32(p[28:]))
-	if schemaLen > lim.MaxSchema {
-		return nil, frameErr("schema length", "%d bytes exceeds the %d-byte limit", schemaLen, lim.MaxSchema)
-	}
-	if ownerLen > lim.MaxOwner {
-		return nil, frameErr("owner length", "%d bytes exceeds the %d-byte limit", ownerLen, lim.MaxOwner)
-	}
-	if docLen > uint64(lim.MaxDocument) {
-		return nil, frameErr("document length", "%d bytes exceeds the %d-byte limit", docLen, lim.MaxDocument)
-	}
-	p = p[putHeaderSize:]
-	if uint64(len(p)) != uint64(schemaLen+ownerLen)+docLen {
-		return nil, frameErr("length", "PUT body is %d bytes, header declares %d", len(p), uint64(schemaLen+ownerLen)+docLen)
-	}
-	r.Schema = string(p[:schemaLen])
-	r.Owner = string(p[schemaLen : schemaLen+ownerLen])
-	r.Document = append([]byte(nil), p[schemaLen+ownerLen:]...)
-	return r, nil
+	return f.Record(), nil
 }
 
 // maxFrameSize is the largest frame any record within lim encodes to.

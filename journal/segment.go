@@ -1,17 +1,11 @@
 package journal
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 )
-
-// segmentNameLen is the width tidwall/wal gives a segment file name: the
-// zero-padded decimal index of the segment's first entry.
-const segmentNameLen = 20
 
 // Segment describes one segment file of the journal.
 type Segment struct {
@@ -23,8 +17,6 @@ type Segment struct {
 // Name is the segment's file name.
 func (s Segment) Name() string { return filepath.Base(s.Path) }
 
-func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }
-
 // ListSegments returns the journal's segment files in index order. Files
 // that are not segments (temporaries, truncation markers) are ignored.
 func ListSegments(dir string) ([]Segment, error) {
@@ -35,11 +27,8 @@ func ListSegments(dir string) ([]Segment, error) {
 	var segs []Segment
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || len(name) != segmentNameLen {
-			continue
-		}
-		start, err := strconv.ParseUint(name, 10, 64)
-		if err != nil || start == 0 {
+		start, ok := parseSegmentName(name)
+		if e.IsDir() || !ok {
 			continue
 		}
 		info, err := e.Info()
@@ -54,9 +43,8 @@ func ListSegments(dir string) ([]Segment, error) {
 
 // badSpot is the first entry of a segment that does not parse.
 type badSpot struct {
-	offset     int64
-	reason     string
-	incomplete bool // the entry runs past the end of the file
+	offset int64
+	reason string
 }
 
 // scanResult summarizes a sequential parse of one segment's bytes.
@@ -70,56 +58,30 @@ type scanResult struct {
 	zeros int64
 }
 
-// entryAt parses the wal entry (uvarint length, then that many bytes) at off
-// and returns the frame and the entry's total size.
-func entryAt(data []byte, off int) (frame []byte, size int, bad *badSpot) {
-	n, w := binary.Uvarint(data[off:])
-	if w == 0 {
-		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix cut off at end of file", incomplete: true}
-	}
-	if w < 0 {
-		return nil, 0, &badSpot{offset: int64(off), reason: "entry length prefix overflows"}
-	}
-	if n > uint64(len(data)-off-w) {
-		return nil, 0, &badSpot{offset: int64(off), reason: fmt.Sprintf("entry of %d bytes runs past end of file (%d bytes left)", n, len(data)-off-w), incomplete: true}
-	}
-	if n == 0 {
-		// tidwall/wal reads a zero-filled tail as a run of empty entries;
-		// the journal never writes one, so it is damage, not data.
-		return nil, 0, &badSpot{offset: int64(off), reason: "empty entry (zero-filled bytes)"}
-	}
-	return data[off+w : off+w+int(n)], w + int(n), nil
-}
-
-// scan parses data entry by entry, decoding each frame, and calls fn for
-// each valid one. It stops at the first entry that fails to parse or decode.
-// An error from fn stops the scan and is returned as is.
+// scan reads data entry by entry with a Scanner that stops at damage, as
+// Open and Replay read a segment, and calls fn with each valid record. It
+// stops at the first entry that fails to parse or decode; zeros from an
+// entry boundary to the end are pre-written space, not a bad spot. An
+// error from fn stops the scan and is returned as is.
 func scan(data []byte, lim Limits, fn func(i int, off int64, rec *Record) error) (scanResult, error) {
 	var res scanResult
-	off := 0
-	for off < len(data) {
-		frame, size, bad := entryAt(data, off)
-		if bad != nil && PrewrittenFrom(data, int64(off)) {
-			res.zeros = int64(len(data) - off)
-			return res, nil
-		}
-		if bad != nil {
-			res.bad = bad
-			return res, nil
-		}
-		rec, err := Decode(frame, lim)
-		if err != nil {
-			res.bad = &badSpot{offset: int64(off), reason: err.Error()}
+	sc := NewScanner(data, 1, lim, StopAtDamage)
+	for sc.Next() {
+		if d := sc.Damage(); d != nil {
+			if d.Prewritten {
+				res.zeros = int64(len(data)) - d.Offset
+			} else {
+				res.bad = &badSpot{offset: d.Offset, reason: d.Reason}
+			}
 			return res, nil
 		}
 		if fn != nil {
-			if err := fn(res.count, int64(off), rec); err != nil {
+			if err := fn(res.count, sc.Offset(), sc.Frame().Record()); err != nil {
 				return res, err
 			}
 		}
-		off += size
 		res.count++
-		res.end = int64(off)
+		res.end = sc.End()
 	}
 	return res, nil
 }
@@ -139,7 +101,7 @@ func NextFrame(data []byte, from int64, lim Limits) int64 { return validFrameAft
 // stays linear in the tail's size for any damage a crash or a fuzzer makes.
 func validFrameAfter(data []byte, from int64, lim Limits) int64 {
 	for off := int(from); off < len(data); off++ {
-		n, w := binary.Uvarint(data[off:])
+		n, w := entryLen(data[off:])
 		if w <= 0 || n < MinFrameSize || n > uint64(len(data)-off-w) {
 			continue
 		}

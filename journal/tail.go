@@ -89,7 +89,7 @@ func JudgeTail(seg string, data []byte, off int64, index uint64, floor Floor, li
 	if zeros == 0 {
 		return nil // zero-filled to the end of the file
 	}
-	n, w := binary.Uvarint(rest)
+	n, w := entryLen(rest)
 	switch {
 	case w == 0:
 		return nil // the length prefix itself was cut short

@@ -197,26 +197,53 @@ func (v *View) Due(nowMs int64, fn func(*Entry) bool) {
 
 // Check reports whether rec would apply, without changing anything.
 func (v *View) Check(rec *journal.Record) error {
-	cur := v.Namespace(rec.Namespace).Revision
-	if rec.Revision != cur+1 {
-		return &ApplyError{rec.Namespace, rec.Key, fmt.Sprintf("%s revision %d is not the namespace revision %d plus one", rec.Kind, rec.Revision, cur)}
+	_, _, err := v.Inspect(rec)
+	return err
+}
+
+// Inspect is Check returning what it looked up as well: the counters of
+// rec's namespace and the entry at rec's key (nil when there is none), so
+// a caller with rules of its own about them (replay's bounds) does not
+// descend the trees a second time.
+func (v *View) Inspect(rec *journal.Record) (Namespace, *Entry, error) {
+	n := v.Namespace(rec.Namespace)
+	old, _ := v.Get(rec.Namespace, rec.Key)
+	var expires int64
+	if old != nil {
+		expires = old.ExpiresMs
 	}
-	old, exists := v.Get(rec.Namespace, rec.Key)
-	switch rec.Kind {
+	if err := CheckTransition(rec.Kind, rec.Namespace, rec.Key, rec.Revision, n.Revision, old != nil, expires); err != nil {
+		return n, old, err
+	}
+	return n, old, nil
+}
+
+// CheckTransition is the rule a record of kind at (namespace, key) that
+// produces revision must meet against the state before it: the namespace
+// is at nsRevision, and the key holds an entry (exists) whose lease
+// deadline is expiresMs (0: none). The revision must continue the
+// namespace's; DELETE and EXPIRE need an entry, EXPIRE one with a lease.
+// A View applies it to every record; a tool that follows a journal
+// without building a view (kpjournal verify) applies it too.
+func CheckTransition(kind journal.Kind, namespace, key string, revision, nsRevision uint64, exists bool, expiresMs int64) error {
+	if revision != nsRevision+1 {
+		return &ApplyError{namespace, key, fmt.Sprintf("%s revision %d is not the namespace revision %d plus one", kind, revision, nsRevision)}
+	}
+	switch kind {
 	case journal.KindPut:
 	case journal.KindDelete:
 		if !exists {
-			return &ApplyError{rec.Namespace, rec.Key, "DELETE of a missing key"}
+			return &ApplyError{namespace, key, "DELETE of a missing key"}
 		}
 	case journal.KindExpire:
 		if !exists {
-			return &ApplyError{rec.Namespace, rec.Key, "EXPIRE of a missing key"}
+			return &ApplyError{namespace, key, "EXPIRE of a missing key"}
 		}
-		if old.ExpiresMs == 0 {
-			return &ApplyError{rec.Namespace, rec.Key, "EXPIRE of an entry without a lease"}
+		if expiresMs == 0 {
+			return &ApplyError{namespace, key, "EXPIRE of an entry without a lease"}
 		}
 	default:
-		return &ApplyError{rec.Namespace, rec.Key, fmt.Sprintf("unknown record kind %d", rec.Kind)}
+		return &ApplyError{namespace, key, fmt.Sprintf("unknown record kind %d", kind)}
 	}
 	return nil
 }
@@ -227,12 +254,11 @@ func (v *View) Apply(rec *journal.Record) (*Entry, error) {
 	if rec.Kind == journal.KindPut {
 		return v.put(rec)
 	}
-	if err := v.Check(rec); err != nil {
+	n, old, err := v.Inspect(rec)
+	if err != nil {
 		return nil, err
 	}
-	n := v.Namespace(rec.Namespace)
 	n.Revision = rec.Revision
-	old, _ := v.Get(rec.Namespace, rec.Key)
 	v.remove(&n, old)
 	v.ns.ReplaceOrInsert(nsItem{rec.Namespace, n})
 	return old, nil
@@ -243,8 +269,8 @@ func (v *View) Apply(rec *journal.Record) (*Entry, error) {
 // finds the one it replaces.
 func (v *View) put(rec *journal.Record) (*Entry, error) {
 	n := v.Namespace(rec.Namespace)
-	if rec.Revision != n.Revision+1 {
-		return nil, &ApplyError{rec.Namespace, rec.Key, fmt.Sprintf("%s revision %d is not the namespace revision %d plus one", rec.Kind, rec.Revision, n.Revision)}
+	if err := CheckTransition(rec.Kind, rec.Namespace, rec.Key, rec.Revision, n.Revision, true, 0); err != nil {
+		return nil, err // a PUT needs only the revision to continue
 	}
 	n.Revision = rec.Revision
 	e := &Entry{

@@ -17,6 +17,23 @@ import (
 	"time"
 )
 
+// The default byte bounds, and the two fixed ones, named once: the
+// journal's and the checkpoint's decoders derive their bounds from them
+// (journal.DefaultLimits), so a record the store would admit always
+// decodes.
+const (
+	DefaultDocumentBytes  = 16 << 10 // 16,384
+	DefaultNamespaceBytes = 128
+	DefaultKeyBytes       = 256
+	DefaultSnapshotBytes  = 64 << 10 // 65,536
+	// SchemaNameBytes bounds a schema name; not configurable, schema
+	// names being the store's own (schema.CheckName enforces it).
+	SchemaNameBytes = 128
+	// OwnerBytes bounds an entry's owner, the writing principal's ID,
+	// as records and checkpoint images hold it; not configurable.
+	OwnerBytes = 128
+)
+
 // Limits are the store's bounds. The zero value of a field means "use the
 // default"; use Default() to see them.
 type Limits struct {
@@ -43,11 +60,11 @@ func Default() Limits {
 		MaxNamespaces:          4096,
 		MaxEntriesPerNamespace: 1024,
 		MaxTotalBytes:          64 << 20,
-		MaxDocumentBytes:       16384,
-		MaxNamespaceBytes:      128,
-		MaxKeyBytes:            256,
+		MaxDocumentBytes:       DefaultDocumentBytes,
+		MaxNamespaceBytes:      DefaultNamespaceBytes,
+		MaxKeyBytes:            DefaultKeyBytes,
 		MaxSnapshotEntries:     64,
-		MaxSnapshotBytes:       65536,
+		MaxSnapshotBytes:       DefaultSnapshotBytes,
 		MaxUnackedUpdates:      32,
 		AckDeadline:            30 * time.Second,
 		MaxWatches:             1024,

@@ -3,12 +3,14 @@ package schema
 import (
 	"fmt"
 	"strings"
+
+	"github.com/keeppeek/statestore/quota"
 )
 
-// maxNameLen keeps schema names within the store's namespace bound, so a name
-// can be echoed in messages and stored next to entries without a size check
-// of its own.
-const maxNameLen = 128
+// maxNameLen keeps schema names within the bound records hold them to, so
+// a name can be echoed in messages and stored next to entries without a
+// size check of its own.
+const maxNameLen = quota.SchemaNameBytes
 
 const namePrefix = "keeppeek."
 

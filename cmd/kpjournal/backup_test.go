@@ -56,7 +56,7 @@ func TestCheckpointBackupRestoreRoundTrip(t *testing.T) {
 	if strip(got) != strip(want) {
 		t.Errorf("restored state:\n%s\nwant:\n%s", got, want)
 	}
-	if code, rep := verifyBoth(t, dst); code != exitOK {
+	if code, rep := verifyChecked(t, dst); code != exitOK {
 		t.Errorf("verify the restored store: exit %d %v", code, rep.Problems)
 	}
 	// The restored store opens and serves the same state.
@@ -114,7 +114,7 @@ func TestBackupToStdoutLeavesOverdueLeasesOut(t *testing.T) {
 	}
 	wantContains(t, "backup stderr", errs, "left out 1 overdue leases", "1 entries")
 	// The store's own journal still holds the lease: nothing was written.
-	if code, rep := verifyBoth(t, ts.dir); code != exitOK || len(rep.Overdue) != 1 || rep.Journal.LastIndex != 2 {
+	if code, rep := verifyChecked(t, ts.dir); code != exitOK || len(rep.Overdue) != 1 || rep.Journal.LastIndex != 2 {
 		t.Errorf("after backup: exit %d %+v", code, rep)
 	}
 }

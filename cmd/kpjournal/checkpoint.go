@@ -95,7 +95,7 @@ func journalRange(dir string, lim journal.Limits) (journalSummary, error) {
 	js.Segments, js.Bytes = len(segs), journalSize(segs)
 	js.FirstIndex = segs[0].Start
 	js.LastIndex = segs[len(segs)-1].Start - 1
-	err = walkJournal(segs, lim, journal.Floor{}, segs[len(segs)-1].Start, 0, nil, func(_ journal.Segment, it *item, _ *frame) error {
+	err = walkJournal(segs, lim, journal.Floor{}, segs[len(segs)-1].Start, 0, nil, func(_ journal.Segment, it *item, _ *journal.Frame) error {
 		js.LastIndex = it.index
 		return nil
 	}, func(problem, bool) error { return nil })

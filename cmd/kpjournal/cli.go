@@ -68,10 +68,11 @@ func (c *cli) jsonFlag() {
 
 // limitFlags adds the bounds a store was written with; zero means the default.
 func (c *cli) limitFlags() {
-	c.fs.IntVar(&c.limits.MaxNamespaces, "max-namespaces", 0, "bound: namespaces holding entries (0: default 4096)")
-	c.fs.IntVar(&c.limits.MaxEntriesPerNamespace, "max-entries-per-namespace", 0, "bound: entries in one namespace (0: default 1024)")
-	c.fs.Int64Var(&c.limits.MaxTotalBytes, "max-total-bytes", 0, "bound: value bytes in the whole store (0: default 64 MiB)")
-	c.fs.IntVar(&c.limits.MaxDocumentBytes, "max-document-bytes", 0, "bound: bytes of one document (0: default 16384)")
+	d := quota.Default()
+	c.fs.IntVar(&c.limits.MaxNamespaces, "max-namespaces", 0, fmt.Sprintf("bound: namespaces holding entries (0: default %d)", d.MaxNamespaces))
+	c.fs.IntVar(&c.limits.MaxEntriesPerNamespace, "max-entries-per-namespace", 0, fmt.Sprintf("bound: entries in one namespace (0: default %d)", d.MaxEntriesPerNamespace))
+	c.fs.Int64Var(&c.limits.MaxTotalBytes, "max-total-bytes", 0, fmt.Sprintf("bound: value bytes in the whole store (0: default %d MiB)", d.MaxTotalBytes>>20))
+	c.fs.IntVar(&c.limits.MaxDocumentBytes, "max-document-bytes", 0, fmt.Sprintf("bound: bytes of one document (0: default %d)", d.MaxDocumentBytes))
 }
 
 // parse parses args; a non-negative code means the command must return it.

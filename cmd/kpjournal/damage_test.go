@@ -206,7 +206,7 @@ func TestDamagedStoresOpenAndVerifyAgree(t *testing.T) {
 			acked := tc.damage(d)
 			before := treeHashes(t, ts.dir)
 
-			code, rep := verifyBoth(t, ts.dir)
+			code, rep := verifyChecked(t, ts.dir)
 			var corrupt []problem
 			for _, p := range rep.Problems {
 				if p.Severity == corruption {
@@ -335,7 +335,7 @@ func TestDamagedCheckpointWayOut(t *testing.T) {
 		ts.close()
 		ckpts, _ := listCheckpoints(ts.root())
 		flipByte(t, ckpts[0].Path, 80)
-		code, rep := verifyBoth(t, ts.dir)
+		code, rep := verifyChecked(t, ts.dir)
 		if code != exitProblems || len(rep.Problems) != 1 || rep.Problems[0].Severity != repairable || !strings.Contains(rep.Problems[0].Reason, "replays it from the empty state") {
 			t.Fatalf("verify exit %d, problems %v", code, rep.Problems)
 		}
@@ -349,7 +349,7 @@ func TestDamagedCheckpointWayOut(t *testing.T) {
 		if code != exitOK || !strings.Contains(out, "moved a damaged checkpoint to "+filepath.Join(ts.root(), "quarantine", ckpts[0].Name())) {
 			t.Fatalf("repair exit %d: %s%s", code, out, errs)
 		}
-		if code, rep := verifyBoth(t, ts.dir); code != exitOK || rep.Replay.Records != int(ts.records) {
+		if code, rep := verifyChecked(t, ts.dir); code != exitOK || rep.Replay.Records != int(ts.records) {
 			t.Fatalf("verify after repair: exit %d, replay %+v, problems %v", code, rep.Replay, rep.Problems)
 		}
 	})
@@ -371,7 +371,7 @@ func TestDamagedCheckpointWayOut(t *testing.T) {
 			flipByte(t, ck.Path, 80)
 		}
 		before := treeHashes(t, ts.dir)
-		code, rep := verifyBoth(t, ts.dir)
+		code, rep := verifyChecked(t, ts.dir)
 		if code != exitProblems || rep.Problems[0].Severity != corruption || !strings.Contains(rep.Problems[0].Reason, "restore a backup") {
 			t.Fatalf("verify exit %d, problems %v", code, rep.Problems)
 		}

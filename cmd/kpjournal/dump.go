@@ -52,7 +52,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	out := newDumpWriter(bw, c.json, *docs, c.root())
 	var problems []problem
 	prog := startProgress(stderr, "dump", journalSize(segs))
-	err = walkJournal(segs, chk.JournalLimits(), floor, max(*from, 1), *to, prog, func(seg journal.Segment, it *item, f *frame) error {
+	err = walkJournal(segs, chk.JournalLimits(), floor, max(*from, 1), *to, prog, func(seg journal.Segment, it *item, f *journal.Frame) error {
 		return out.record(seg, it, f)
 	}, func(p problem, torn bool) error {
 		if torn {
@@ -137,23 +137,23 @@ func (d *dumpWriter) header() *table {
 	return newTable(d.w, cols...)
 }
 
-func (d *dumpWriter) record(seg journal.Segment, it *item, f *frame) error {
+func (d *dumpWriter) record(seg journal.Segment, it *item, f *journal.Frame) error {
 	if d.json {
 		return d.jsonRecord(seg, it, f)
 	}
 	if d.t == nil {
 		d.t = d.header()
 	}
-	cells := []any{it.index, seg.Name(), it.offset, f.kind, string(f.namespace), string(f.key), f.revision, msTime(f.timeMs)}
-	if f.kind == journal.KindPut {
-		cells = append(cells, string(f.schema), string(f.owner), expiresText(f.expiresMs), len(f.document))
+	cells := []any{it.index, seg.Name(), it.offset, f.Kind, string(f.Namespace), string(f.Key), f.Revision, msTime(f.TimeMs)}
+	if f.Kind == journal.KindPut {
+		cells = append(cells, string(f.Schema), string(f.Owner), expiresText(f.ExpiresMs), len(f.Document))
 	} else {
 		cells = append(cells, "-", "-", "-", "-")
 	}
 	if d.docs {
 		doc := "-"
-		if f.kind == journal.KindPut {
-			doc = documentText(f.document)
+		if f.Kind == journal.KindPut {
+			doc = documentText(f.Document)
 		}
 		cells = append(cells, doc)
 	}
@@ -165,19 +165,19 @@ func (d *dumpWriter) record(seg journal.Segment, it *item, f *frame) error {
 	return nil
 }
 
-func (d *dumpWriter) jsonRecord(seg journal.Segment, it *item, f *frame) error {
+func (d *dumpWriter) jsonRecord(seg journal.Segment, it *item, f *journal.Frame) error {
 	if d.n == 0 {
 		fmt.Fprintf(d.w, "{\n  \"store\": %s,\n  \"records\": [\n    ", strconv.Quote(d.store))
 	} else {
 		io.WriteString(d.w, ",\n    ")
 	}
-	r := dumpRecord{Index: it.index, Segment: seg.Name(), Offset: it.offset, Kind: f.kind.String(),
-		Namespace: string(f.namespace), Key: string(f.key), Revision: f.revision, TimeMs: f.timeMs, Time: msTime(f.timeMs)}
-	if f.kind == journal.KindPut {
-		r.Schema, r.Owner, r.Size = some(string(f.schema)), some(string(f.owner)), some(len(f.document))
-		r.ExpiresMs, r.Expires = leaseDeadline(f.expiresMs)
+	r := dumpRecord{Index: it.index, Segment: seg.Name(), Offset: it.offset, Kind: f.Kind.String(),
+		Namespace: string(f.Namespace), Key: string(f.Key), Revision: f.Revision, TimeMs: f.TimeMs, Time: msTime(f.TimeMs)}
+	if f.Kind == journal.KindPut {
+		r.Schema, r.Owner, r.Size = some(string(f.Schema)), some(string(f.Owner)), some(len(f.Document))
+		r.ExpiresMs, r.Expires = leaseDeadline(f.ExpiresMs)
 		if d.docs {
-			r.Document = some(documentJSON(f.document))
+			r.Document = some(documentJSON(f.Document))
 		}
 	}
 	b, err := json.Marshal(r)

@@ -31,7 +31,7 @@ func ackFloor(root, journalDir string) (floor journal.Floor, markerErr error, er
 // were, stay damage (torn judges them).
 func (s *segmentScan) prewrittenTail(i int, isLast bool, floor journal.Floor) bool {
 	d := s.damage[i]
-	return d.prewritten && isLast && d.index > floor.Index
+	return d.Prewritten && isLast && d.Index > floor.Index
 }
 
 // torn says whether damage i of s is a torn tail that Open would cut
@@ -39,21 +39,21 @@ func (s *segmentScan) prewrittenTail(i int, isLast bool, floor journal.Floor) bo
 // reason to print: the damage, plus why it is not torn when it is not.
 func (s *segmentScan) torn(i int, isLast bool, floor journal.Floor, lim journal.Limits) (bool, string) {
 	d := s.damage[i]
-	if !isLast || !d.last {
-		return false, d.reason
+	if !isLast || !d.Last {
+		return false, d.Reason
 	}
-	if d.index == 0 {
-		return false, d.reason + "; record indexes are unknown after earlier damage, so this is not a torn tail"
+	if d.Index == 0 {
+		return false, d.Reason + "; record indexes are unknown after earlier damage, so this is not a torn tail"
 	}
-	err := journal.JudgeTail(s.seg.Name(), s.data, d.offset, d.index, floor, lim)
+	err := journal.JudgeTail(s.seg.Name(), s.data, d.Offset, d.Index, floor, lim)
 	var ce *journal.CorruptError
 	if errors.As(err, &ce) {
-		return false, d.reason + "; " + ce.Reason
+		return false, d.Reason + "; " + ce.Reason
 	}
 	if err != nil {
-		return false, d.reason + "; " + err.Error()
+		return false, d.Reason + "; " + err.Error()
 	}
-	return true, d.reason
+	return true, d.Reason
 }
 
 // ckptSeverity grades an image that does not load the way Open does: Open

@@ -112,7 +112,7 @@ func (r *repairer) cutTail() int {
 	}
 	var torn *problem
 	prog := startProgress(c.stderr, "scan", journalSize(segs))
-	err = walkJournal(segs, r.lim, floor, 1, 0, prog, func(journal.Segment, *item, *frame) error { return nil }, func(p problem, isTorn bool) error {
+	err = walkJournal(segs, r.lim, floor, 1, 0, prog, func(journal.Segment, *item, *journal.Frame) error { return nil }, func(p problem, isTorn bool) error {
 		if isTorn {
 			torn = &p
 		} else {
@@ -124,7 +124,9 @@ func (r *repairer) cutTail() int {
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
-	rep.Markers = truncationMarkers(c.journalDir())
+	if rep.Markers, err = journal.TruncationMarkers(c.journalDir()); err != nil {
+		return c.fail(exitUsage, "%v", err)
+	}
 	damagedCkpts, code := r.damagedCheckpoints(segs)
 	if code >= 0 {
 		return code
@@ -269,18 +271,6 @@ func (r *repairer) report(rep tailCutReport, code int) int {
 	return code
 }
 
-func truncationMarkers(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	out := []string{}
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // lossRow is what --truncate-after drops in one namespace.
 type lossRow struct {
 	Namespace    string `json:"namespace"`
@@ -378,7 +368,7 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 	var expect uint64
 	var prev journal.Segment
 	i := -1
-	var f frame
+	var f journal.Frame
 	prog := startProgress(c.stderr, "scan", journalSize(segs))
 	defer prog.finish()
 	err = scanJournal(segs, r.lim, runtime.GOMAXPROCS(0), nil, func(s *segmentScan) error {
@@ -390,7 +380,7 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 		expect, prev = s.next, s.seg
 		di := 0
 		for _, it := range s.items {
-			for ; di < len(s.damage) && s.damage[di].offset < it.offset; di++ {
+			for ; di < len(s.damage) && s.damage[di].Offset < it.offset; di++ {
 				r.noteDamage(p, s, di)
 			}
 			switch {
@@ -400,14 +390,14 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 					p.found, p.cutAt, p.cutSize = true, i, int64(it.to)
 				}
 			default: // after the cut (an unknown index here means damage before it, refused below)
-				parseFields(s.data[it.from:it.to], r.lim, &f)
-				row := loss[string(f.namespace)]
+				s.frame(&it, r.lim, &f)
+				row := loss[string(f.Namespace)]
 				if row == nil {
-					row = &lossRow{Namespace: string(f.namespace), FirstIndex: it.index, FromRevision: f.revision}
+					row = &lossRow{Namespace: string(f.Namespace), FirstIndex: it.index, FromRevision: f.Revision}
 					loss[row.Namespace] = row
 				}
 				row.Records++
-				row.LastIndex, row.ToRevision = it.index, f.revision
+				row.LastIndex, row.ToRevision = it.index, f.Revision
 				p.Records++
 				if !p.FirstIndex.ok {
 					p.FirstIndex = some(it.index)
@@ -475,10 +465,10 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 
 func (r *repairer) noteDamage(p *truncatePlan, s *segmentScan, i int) {
 	d := s.damage[i]
-	known := d.index != 0 && d.index <= p.After
-	if known || (d.index == 0 && !p.found) {
+	known := d.Index != 0 && d.Index <= p.After
+	if known || (d.Index == 0 && !p.found) {
 		if p.firstDamage == nil {
-			p.firstDamage = &problem{Severity: corruption, File: segFile(s.seg.Name()), Offset: d.offset, Index: d.index, Reason: d.reason}
+			p.firstDamage = &problem{Severity: corruption, File: segFile(s.seg.Name()), Offset: d.Offset, Index: d.Index, Reason: d.Reason}
 		}
 		return
 	}

@@ -35,7 +35,7 @@ func TestRepairTruncateAfterCorruption(t *testing.T) {
 	offs := entryOffsets(t, seg.Path)
 	flipByte(t, seg.Path, offs[2]+30)
 	bad := seg.Start + 2
-	if code, rep := verifyBoth(t, ts.dir); code != exitProblems || rep.Problems[0].Index != bad {
+	if code, rep := verifyChecked(t, ts.dir); code != exitProblems || rep.Problems[0].Index != bad {
 		t.Fatalf("verify: exit %d %v", code, rep.Problems)
 	}
 
@@ -67,7 +67,7 @@ func TestRepairTruncateAfterCorruption(t *testing.T) {
 	if len(q) < 2 {
 		t.Errorf("quarantine holds %d files", len(q))
 	}
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitOK || rep.Journal.LastIndex != bad-1 || rep.Replay.FromIndex != older.Index+1 {
 		t.Fatalf("verify after repair: exit %d, %+v %+v %v", code, rep.Journal, rep.Replay, rep.Problems)
 	}
@@ -80,7 +80,7 @@ func TestRepairTruncateAfterCorruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if code, rep := verifyBoth(t, ts.dir); code != exitOK || rep.Journal.LastIndex != bad {
+	if code, rep := verifyChecked(t, ts.dir); code != exitOK || rep.Journal.LastIndex != bad {
 		t.Fatalf("verify after a write: exit %d %+v", code, rep.Journal)
 	}
 }
@@ -157,7 +157,7 @@ func TestRepairPlanOnStdoutAndInJSON(t *testing.T) {
 	if code != exitUsage || tp.Applied || tp.Records != 3 || tp.FirstIndex != some(after+1) || tp.LastIndex != some(after+3) || len(tp.Quarantine) != 0 {
 		t.Fatalf("truncate-after --json without --yes: exit %d, plan %+v, stderr %s", code, tp, errs)
 	}
-	if code, rep := verifyBoth(t, ts.dir); code != exitOK || rep.Journal.LastIndex != after+3 {
+	if code, rep := verifyChecked(t, ts.dir); code != exitOK || rep.Journal.LastIndex != after+3 {
 		t.Fatalf("an unconfirmed plan changed the store: verify exit %d, journal %+v", code, rep.Journal)
 	}
 	code, errs = kpJSON(t, &tp, "repair", "--dir", ts.dir, "--truncate-after", fmt.Sprint(after), "--yes")

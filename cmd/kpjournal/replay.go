@@ -1,9 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/journal"
 
 	"github.com/keeppeek/statestore/materialize"
 )
@@ -32,22 +37,20 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	chk := c.chk
-	st, err := materializeAt(c.root(), c.journalDir(), chk, *at, stderr)
+	st, err := statestore.LoadState(c.dir, *at, statestore.LoadOptions{Limits: c.limits, Schemas: c.reg})
 	if err != nil {
-		ee := err.(*exitError)
-		return c.fail(ee.code, "%s", ee.msg)
+		return c.fail(loadExit(err), "%v", err)
 	}
 	from := "replaying the journal from index 1"
-	if st.base != nil {
-		from = "using the older " + st.base.Name()
+	if st.Checkpoint.Path != "" {
+		from = "using the older " + filepath.Base(st.Checkpoint.Path)
 	}
-	for _, ck := range st.skipped {
-		fmt.Fprintf(stderr, "kpjournal replay: checkpoint %s does not load (%v); %s\n", ck.Name(), ck.Err, from)
+	for _, err := range st.Checkpoint.Skipped {
+		fmt.Fprintf(stderr, "kpjournal replay: a checkpoint does not load (%v); %s\n", err, from)
 	}
-	if st.torn != nil {
-		fmt.Fprintf(stderr, "kpjournal replay: left out a torn final record at index %s (%s, offset %d): %s\n",
-			indexText(st.torn.Index), st.torn.File, st.torn.Offset, st.torn.Reason)
+	if t := st.TornTail; t != nil {
+		fmt.Fprintf(stderr, "kpjournal replay: left out a torn final record at index %d (%s, offset %d): %s\n",
+			t.Index, segFile(t.Segment), t.Offset, t.Reason)
 	}
 	out := replayOutput(c.root(), st, *ns)
 	if c.json {
@@ -92,20 +95,20 @@ type replayDoc struct {
 	Rows       []entryRow  `json:"entry_list"`
 }
 
-func replayOutput(root string, st *state, only string) *replayDoc {
-	d := &replayDoc{Store: root, Index: st.index, Replayed: st.replayed, Namespaces: []nsRow{}, Rows: []entryRow{}}
-	if st.base != nil {
-		d.Checkpoint = some(st.base.Name())
+func replayOutput(root string, st *statestore.State, only string) *replayDoc {
+	d := &replayDoc{Store: root, Index: st.Index, Replayed: st.Replayed, Namespaces: []nsRow{}, Rows: []entryRow{}}
+	if st.Checkpoint.Path != "" {
+		d.Checkpoint = some(filepath.Base(st.Checkpoint.Path))
 	}
-	d.Entries, d.Bytes, d.Live = st.view.Totals()
-	st.view.Namespaces(func(name string, n materialize.Namespace) bool {
+	d.Entries, d.Bytes, d.Live = st.View.Totals()
+	st.View.Namespaces(func(name string, n materialize.Namespace) bool {
 		if only == "" || name == only {
 			d.Namespaces = append(d.Namespaces, nsRow{name, n.Revision, n.Entries, n.Bytes})
 		}
 		return true
 	})
 	now := time.Now().UnixMilli()
-	st.view.All(func(e *materialize.Entry) bool {
+	st.View.All(func(e *materialize.Entry) bool {
 		if e.ExpiresMs != 0 && e.ExpiresMs <= now {
 			d.Overdue++
 		}
@@ -145,4 +148,16 @@ func (d *replayDoc) print(w io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// loadExit is the exit code for a failure of statestore.LoadState: damage
+// or a record that fails a check is a problem found (1); an index the
+// files cannot reach, or files that cannot be read, is a usage error (2).
+func loadExit(err error) int {
+	var ce *journal.CorruptError
+	var nc *statestore.NoCheckpointError
+	if errors.As(err, &ce) || errors.As(err, &nc) {
+		return exitProblems
+	}
+	return exitUsage
 }

@@ -9,13 +9,9 @@ import (
 	"github.com/keeppeek/statestore/journal"
 )
 
-// A segment scan walks one segment file entry by entry without stopping at
-// the first problem: an entry whose frame is damaged but whose length prefix
-// still leads to a valid entry (a flipped byte in the payload) is one
-// damaged record and the walk goes on with exact indexes; an entry that
-// cannot be delimited (a damaged length prefix, zero-filled bytes, a cut)
-// makes the walk search forward, byte by byte, for the next valid frame and
-// resume there, with indexes unknown for the rest of that segment.
+// A segment scan collects what journal.Scanner finds in one segment file,
+// going on past damage (journal.SkipDamage), so that verify, stat, dump
+// and repair see every problem and every record they can reach.
 
 // item is one valid record found by a scan.
 type item struct {
@@ -24,26 +20,12 @@ type item struct {
 	from, to int    // the frame's bytes in the segment
 }
 
-// damage is one entry a scan could not read.
-type damage struct {
-	index  uint64 // journal index of the (first) damaged record; 0 when unknown
-	offset int64
-	reason string
-	// last: no valid frame follows in this segment. In the last segment
-	// that makes it a torn tail, which repair can cut.
-	last bool
-	// prewritten: nothing but zeros from this entry boundary to the end
-	// of the segment, which is how the journal's pre-written space reads
-	// (see prewrittenTail).
-	prewritten bool
-}
-
 // segmentScan is what scanning one segment found.
 type segmentScan struct {
 	seg     journal.Segment
 	data    []byte
 	items   []item
-	damage  []damage
+	damage  []journal.Damage
 	records int    // valid records
 	next    uint64 // index after the segment's last entry; 0 when unknown
 	err     error  // reading the file failed
@@ -53,67 +35,32 @@ type segmentScan struct {
 
 // scanData walks data, a segment whose first entry has index start, and
 // fills s.items, s.damage, s.records and s.next. visit, if not nil, sees
-// each valid record's parsed frame (aliasing data) as it is found.
-func (s *segmentScan) scanData(start uint64, lim journal.Limits, visit func(it *item, f *frame)) {
-	data := s.data
+// each valid record's frame (aliasing data) as it is found.
+func (s *segmentScan) scanData(start uint64, lim journal.Limits, visit func(it *item, f *journal.Frame)) {
 	s.items, s.damage, s.records, s.next = s.items[:0], s.damage[:0], 0, 0
-	var f frame
-	idx, known := start, true
-	at := func() uint64 {
-		if known {
-			return idx
+	sc := journal.NewScanner(s.data, start, lim, journal.SkipDamage)
+	for sc.Next() {
+		f := sc.Frame()
+		if f == nil {
+			s.damage = append(s.damage, *sc.Damage())
+			continue
 		}
-		return 0
+		to := int(sc.End())
+		s.items = append(s.items, item{index: sc.Index(), offset: sc.Offset(), from: to - len(sc.Raw()), to: to})
+		if visit != nil {
+			visit(&s.items[len(s.items)-1], f)
+		}
 	}
-	off := 0
-	for off < len(data) {
-		b, size, reason := frameAt(data, off)
-		if b != nil {
-			if parseFrame(b, lim, &f) {
-				s.items = append(s.items, item{index: at(), offset: int64(off), from: off + size - len(b), to: off + size})
-				if visit != nil {
-					visit(&s.items[len(s.items)-1], &f)
-				}
-				s.records++
-				idx++
-				off += size
-				continue
-			}
-			// Delimited but invalid. If the entry after it is whole, the
-			// length prefix was right: one damaged record, still aligned.
-			end := off + size
-			if end == len(data) || validFrameAt(data, end, lim, &f) {
-				s.damage = append(s.damage, damage{index: at(), offset: int64(off), reason: frameReason(b, lim), last: end == len(data)})
-				idx++
-				off = end
-				continue
-			}
-			reason = frameReason(b, lim)
-		}
-		d := damage{index: at(), offset: int64(off), reason: reason}
-		if journal.PrewrittenFrom(data, int64(off)) {
-			d.last, d.prewritten = true, true
-			d.reason = fmt.Sprintf("%d zero bytes after the last record (the journal's pre-written space)", len(data)-off)
-			s.damage = append(s.damage, d)
-			break
-		}
-		next := nextValidFrame(data, off+1, lim)
-		if next < 0 {
-			d.last = true
-			if len(data)-off > 1 {
-				d.reason += fmt.Sprintf("; no valid record in the %d bytes to the end of the segment", len(data)-off)
-			}
-			s.damage = append(s.damage, d)
-			return
-		}
-		d.reason += fmt.Sprintf("; next valid record at offset %d (%d bytes skipped, indexes after it unknown)", next, next-off)
-		s.damage = append(s.damage, d)
-		known = false
-		off = next
+	s.records = sc.Records()
+	if next, known := sc.NextIndex(); known {
+		s.next = next
 	}
-	if known {
-		s.next = idx
-	}
+}
+
+// frame reads the record of it in place, as the scan found it.
+func (s *segmentScan) frame(it *item, lim journal.Limits, f *journal.Frame) {
+	// The scan parsed these bytes already, so this cannot fail.
+	_ = f.Parse(s.data[it.from:it.to], lim)
 }
 
 // readSegment reads seg into buf (grown as needed) and returns it.
@@ -145,7 +92,7 @@ func readSegment(seg journal.Segment, buf []byte) ([]byte, error) {
 // buffers are reused after consume returns, so consume must not keep them.
 // An error from consume stops the walk and is returned.
 func scanJournal(segs []journal.Segment, lim journal.Limits, workers int,
-	visit func(worker int, s *segmentScan, it *item, f *frame), consume func(s *segmentScan) error) error {
+	visit func(worker int, s *segmentScan, it *item, f *journal.Frame), consume func(s *segmentScan) error) error {
 	if workers < 1 {
 		workers = 1
 	}
@@ -179,9 +126,9 @@ func scanJournal(segs []journal.Segment, lim journal.Limits, workers int,
 				s.seg, s.err, s.docProblems = segs[i], nil, s.docProblems[:0]
 				s.data, s.err = readSegment(segs[i], s.data)
 				if s.err == nil {
-					var fn func(*item, *frame)
+					var fn func(*item, *journal.Frame)
 					if visit != nil {
-						fn = func(it *item, f *frame) { visit(w, s, it, f) }
+						fn = func(it *item, f *journal.Frame) { visit(w, s, it, f) }
 					}
 					s.scanData(segs[i].Start, lim, fn)
 				}

@@ -12,7 +12,6 @@ import (
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/schema"
 
 	"github.com/keeppeek/statestore"
 )
@@ -38,13 +37,12 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	reg, chk := c.reg, c.chk
-	st, err := collectStat(c, chk, reg)
+	st, err := collectStat(c, c.chk)
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}
 	if *config != "" {
-		if st.Settings, err = loadSettings(*config, chk, false, false); err != nil {
+		if st.Settings, err = loadSettings(*config, c.chk, false, false); err != nil {
 			st.Problems = append(st.Problems, settingsProblem(*config, err))
 		}
 	}
@@ -101,7 +99,7 @@ type statDoc struct {
 	Settings    *settingsDoc     `json:"settings,omitempty"` // with --config
 }
 
-func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*statDoc, error) {
+func collectStat(c *cli, chk *statestore.ReplayChecker) (*statDoc, error) {
 	d := &statDoc{Store: c.root(), Segments: []statSegment{}, Checkpoints: []statCheckpoint{}, Problems: []problem{}}
 	ckpts, err := listCheckpoints(c.root())
 	if err != nil {
@@ -137,8 +135,7 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 	if base != nil {
 		from, baseView, d.Totals.From = base.Index+1, base.View, base.Name()
 	}
-	limits, _ := c.limits.WithDefaults()
-	rp := newMapReplayer(chk, reg, limits, baseView)
+	rp := newTally(chk, baseView)
 	stop := func(why string) {
 		if !d.Totals.Incomplete.ok {
 			d.Totals.Incomplete = some(why)
@@ -160,7 +157,7 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 	if len(segs) > 0 {
 		lastStart = segs[len(segs)-1].Start
 	}
-	var f frame
+	var f journal.Frame
 	err = scanJournal(segs, lim, runtime.GOMAXPROCS(0), nil, func(s *segmentScan) error {
 		prog.add(s.seg.Size)
 		d.Segments = append(d.Segments, statSegment{s.seg.Name(), s.seg.Start, s.records, s.seg.Size})
@@ -174,9 +171,9 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 			if torn {
 				sev = repairable
 			}
-			d.Problems = append(d.Problems, problem{Severity: sev, File: segFile(s.seg.Name()), Offset: dm.offset, Index: dm.index, Reason: reason})
+			d.Problems = append(d.Problems, problem{Severity: sev, File: segFile(s.seg.Name()), Offset: dm.Offset, Index: dm.Index, Reason: reason})
 			if sev == corruption {
-				stop(fmt.Sprintf("damage at index %s", indexText(dm.index)))
+				stop(fmt.Sprintf("damage at index %s", indexText(dm.Index)))
 			}
 		}
 		for _, it := range s.items {
@@ -190,7 +187,7 @@ func collectStat(c *cli, chk *statestore.ReplayChecker, reg *schema.Registry) (*
 				stop("record indexes unknown after damage")
 				continue
 			}
-			parseFields(s.data[it.from:it.to], lim, &f)
+			s.frame(&it, lim, &f)
 			if ok, prob := rp.apply(&f); !ok || prob != nil {
 				stop(fmt.Sprintf("index %d: %v", it.index, prob))
 			}

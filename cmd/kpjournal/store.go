@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -58,22 +57,12 @@ func (c *ckpt) note(err error) {
 	}
 }
 
-// load decodes the image with the checks the store applies at open: the
-// decoder's bounds, the header's index against the file name, and every
-// bound and identifier rule on the whole image.
+// load decodes the image as Open does (ReplayChecker.LoadImage).
 func (c *ckpt) load(chk *statestore.ReplayChecker) error {
 	if c.View != nil {
 		return nil
 	}
-	h, v, err := checkpoint.ReadFile(c.Path, chk.CheckpointLimits())
-	if err == nil && h.Index != c.Index {
-		err = fmt.Errorf("header index %d disagrees with the file name (index %d)", h.Index, c.Index)
-	}
-	if err == nil {
-		if err = chk.CheckView(v); err != nil {
-			err = fmt.Errorf("image over limits or invalid: %w", err)
-		}
-	}
+	h, v, err := chk.LoadImage(c.File)
 	if err != nil {
 		c.note(err)
 		return err

@@ -3,16 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/schema"
 )
 
 const verifyAbout = `Checks a stopped store's files without changing them: every checkpoint
@@ -35,7 +32,6 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	c.jsonFlag()
 	c.limitFlags()
 	maxProblems := c.fs.Int("max-problems", 100, "list at most this many problems (0: all); the count is always exact")
-	exact := c.fs.Bool("exact-replay", false, "replay through materialize.View and ReplayChecker.Check, the code the store runs at open (same verdicts, several times slower)")
 	workers := c.fs.Int("workers", runtime.GOMAXPROCS(0), "goroutines reading and checking segments")
 	if code := c.parse(args); code >= 0 {
 		return code
@@ -43,8 +39,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	reg, chk := c.reg, c.chk
-	v := &verifier{c: c, chk: chk, reg: reg, exact: *exact, workers: *workers}
+	chk := c.chk
+	v := &verifier{c: c, chk: chk, workers: *workers}
 	rep, err := v.run()
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
@@ -104,19 +100,17 @@ type throughput struct {
 type verifier struct {
 	c       *cli
 	chk     *statestore.ReplayChecker
-	reg     *schema.Registry
-	exact   bool
 	workers int
 	rep     verifyReport
 
 	// semantic replay
-	rp        replayer
-	from      uint64 // first index the replay applies
+	rp        *tally
+	frame     journal.Frame // reused for every record: the replay copies nothing
+	from      uint64        // first index the replay applies
 	replaying bool
 	lim       journal.Limits
 	floor     journal.Floor // the acknowledged floor, as Open judges the tail
 	segNo     int           // segments taken in so far
-	frame     frame         // reused for every record, so replaying allocates nothing per record
 }
 
 func (v *verifier) problem(sev, file string, off int64, idx uint64, format string, args ...any) {
@@ -192,12 +186,7 @@ func (v *verifier) run() (*verifyReport, error) {
 	if base != nil {
 		baseView = base.View
 	}
-	if v.exact {
-		v.rp = newViewReplayer(v.chk, baseView)
-	} else {
-		limits, _ := v.c.limits.WithDefaults() // parse checked them
-		v.rp = newMapReplayer(v.chk, v.reg, limits, baseView)
-	}
+	v.rp = newTally(v.chk, baseView)
 	v.rep.Replay.FromIndex = v.from
 	v.replaying = true
 	v.markers()
@@ -226,7 +215,7 @@ func (v *verifier) run() (*verifyReport, error) {
 	var expect uint64 // index the next segment must start at; 0 when unknown
 	var prev *journal.Segment
 	err = scanJournal(segs, lim, v.workers,
-		func(w int, s *segmentScan, it *item, f *frame) { docs[w].check(v.chk, s, it, f) },
+		func(w int, s *segmentScan, it *item, f *journal.Frame) { docs[w].check(v.chk, s, it, f) },
 		func(s *segmentScan) error {
 			v.segment(s, segs, prev, expect)
 			expect = s.next
@@ -306,7 +295,7 @@ func (v *verifier) segment(s *segmentScan, segs []journal.Segment, prev *journal
 	// Problems come out in file order: damage and documents by offset.
 	di, pi := 0, 0
 	for _, it := range s.items {
-		for di < len(s.damage) && s.damage[di].offset < it.offset {
+		for di < len(s.damage) && s.damage[di].Offset < it.offset {
 			v.damage(s, name, isLast, di)
 			di++
 		}
@@ -326,7 +315,7 @@ func (v *verifier) segment(s *segmentScan, segs []journal.Segment, prev *journal
 			continue
 		}
 		f := &v.frame
-		parseFields(s.data[it.from:it.to], v.lim, f)
+		s.frame(&it, v.lim, f)
 		ok, prob := v.rp.apply(f)
 		if prob != nil {
 			v.problem(corruption, name, it.offset, idx, "replay: %v", prob)
@@ -350,29 +339,26 @@ func (v *verifier) damage(s *segmentScan, name string, isLast bool, i int) {
 	}
 	torn, reason := s.torn(i, isLast, v.floor, v.lim)
 	if torn {
-		v.problem(repairable, name, d.offset, d.index, "%s: torn final record, never acknowledged (kpjournal repair cuts it)", reason)
+		v.problem(repairable, name, d.Offset, d.Index, "%s: torn final record, never acknowledged (kpjournal repair cuts it)", reason)
 		return
 	}
-	v.problem(corruption, name, d.offset, d.index, "%s", reason)
+	v.problem(corruption, name, d.Offset, d.Index, "%s", reason)
 	// Damage before the replay start does not stop it (records after a
 	// resync, whose indexes are unknown, stop it in segment()).
-	if d.index == 0 || d.index >= v.from {
-		v.stopReplay(d.index, "the record is damaged")
+	if d.Index == 0 || d.Index >= v.from {
+		v.stopReplay(d.Index, "the record is damaged")
 	}
 }
 
 // markers notes truncation markers tidwall/wal leaves when a crash
 // interrupts a truncation; the store finishes the truncation at open.
 func (v *verifier) markers() {
-	ents, err := os.ReadDir(v.c.journalDir())
+	names, err := journal.TruncationMarkers(v.c.journalDir())
 	if err != nil {
 		return
 	}
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") || strings.HasSuffix(n, ".TEMP") {
-			v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s: an interrupted truncation; the store finishes it when it opens", filepath.Join("journal", n)))
-		}
+	for _, n := range names {
+		v.rep.Notes = append(v.rep.Notes, fmt.Sprintf("%s: an interrupted truncation; the store finishes it when it opens", filepath.Join("journal", n)))
 	}
 }
 
@@ -383,24 +369,24 @@ type docChecker struct {
 	schemas map[string]string
 }
 
-func (d *docChecker) check(chk *statestore.ReplayChecker, s *segmentScan, it *item, f *frame) {
-	if f.kind != journal.KindPut {
+func (d *docChecker) check(chk *statestore.ReplayChecker, s *segmentScan, it *item, f *journal.Frame) {
+	if f.Kind != journal.KindPut {
 		return
 	}
 	if d.schemas == nil {
 		d.schemas = make(map[string]string)
 	}
-	name, ok := d.schemas[string(f.schema)]
+	name, ok := d.schemas[string(f.Schema)]
 	if !ok {
-		name = string(f.schema)
+		name = string(f.Schema)
 		if len(d.schemas) < 64 {
 			d.schemas[name] = name
 		}
 	}
-	d.rec.Kind, d.rec.Schema, d.rec.Document = journal.KindPut, name, f.document
+	d.rec.Kind, d.rec.Schema, d.rec.Document = journal.KindPut, name, f.Document
 	if err := chk.CheckDocument(&d.rec); err != nil {
 		s.docProblems = append(s.docProblems, problem{Severity: corruption, File: segFile(s.seg.Name()), Offset: it.offset, Index: it.index,
-			Reason: fmt.Sprintf("document of %s/%s: %v", f.namespace, f.key, err)})
+			Reason: fmt.Sprintf("document of %s/%s: %v", f.Namespace, f.Key, err)})
 	}
 	d.rec.Document = nil
 }

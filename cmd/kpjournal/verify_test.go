@@ -25,7 +25,7 @@ func TestVerifyCleanStore(t *testing.T) {
 	wantContains(t, "verify output", out, "OK: no problems found", fmt.Sprintf("indexes 1..%d", ts.records))
 	wantContains(t, "verify stderr", errs, "records/s", "MB/s")
 
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitOK || !rep.OK || len(rep.Problems) != 0 {
 		t.Fatalf("verify --json: exit %d, report %+v", code, rep)
 	}
@@ -51,7 +51,7 @@ func TestVerifyListsOverdueLeasesAsNotes(t *testing.T) {
 	ts.put("service/transcoder-a", "leases/worker", 1, time.Minute)
 	ts.put("service/transcoder-a", "intents/cam", 2, 0)
 	ts.close()
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitOK || len(rep.Problems) != 0 {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
 	}
@@ -72,7 +72,7 @@ func TestVerifyTornTailThenRepair(t *testing.T) {
 	finalOff := offs[len(offs)-1]
 	ts.tearFinalRecord()
 
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitProblems || len(rep.Problems) != 1 {
 		t.Fatalf("verify exit %d, problems %v", code, rep.Problems)
 	}
@@ -93,7 +93,7 @@ func TestVerifyTornTailThenRepair(t *testing.T) {
 		t.Fatalf("repair exit %d\n%s%s", code, out, errs)
 	}
 	wantContains(t, "repair output", out, fmt.Sprintf("cut segment %s at offset %d", last.Name(), finalOff), fmt.Sprintf("index %d", ts.records), "quarantine")
-	code, rep = verifyBoth(t, ts.dir)
+	code, rep = verifyChecked(t, ts.dir)
 	if code != exitOK || rep.Journal.LastIndex != ts.records-1 {
 		t.Fatalf("verify after repair: exit %d, journal %+v, problems %v", code, rep.Journal, rep.Problems)
 	}
@@ -122,7 +122,7 @@ func TestVerifyFlippedByteInSealedSegment(t *testing.T) {
 	flipByte(t, seg.Path, offs[2]+40) // inside the third record's frame
 	wantIndex := seg.Start + 2
 
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitProblems || len(rep.Problems) != 1 {
 		t.Fatalf("verify exit %d, problems %v", code, rep.Problems)
 	}
@@ -156,7 +156,7 @@ func TestVerifyReportsEachProblem(t *testing.T) {
 	aOffs, bOffs := entryOffsets(t, a.Path), entryOffsets(t, b.Path)
 	flipByte(t, a.Path, aOffs[1]+30)
 	flipByte(t, b.Path, bOffs[2]) // the uvarint length prefix
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitProblems {
 		t.Fatalf("exit %d", code)
 	}
@@ -197,7 +197,7 @@ func TestVerifyCorruptNewestCheckpoint(t *testing.T) {
 	_, want, _ := kp(t, "replay", "--dir", ts.dir)
 	flipByte(t, newest.Path, 80) // inside the compressed body
 
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitProblems || len(rep.Problems) != 1 {
 		t.Fatalf("verify exit %d, problems %v", code, rep.Problems)
 	}
@@ -238,7 +238,7 @@ func TestVerifyNamesTheBoundBroken(t *testing.T) {
 	ts.put("service/transcoder-b", "intents/cam-0", 9, 0)
 	ts.close()
 	// Written under the defaults, verified against tighter bounds.
-	code, rep := verifyBoth(t, ts.dir, "--max-entries-per-namespace", "3")
+	code, rep := verifyChecked(t, ts.dir, "--max-entries-per-namespace", "3")
 	if code != exitProblems || len(rep.Problems) != 2 {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
 	}
@@ -247,15 +247,15 @@ func TestVerifyNamesTheBoundBroken(t *testing.T) {
 			t.Errorf("problem %+v, want index %d naming the entries per namespace bound", p, 4+k)
 		}
 	}
-	code, rep = verifyBoth(t, ts.dir, "--max-namespaces", "1")
+	code, rep = verifyChecked(t, ts.dir, "--max-namespaces", "1")
 	if code != exitProblems || len(rep.Problems) != 1 || rep.Problems[0].Index != 6 || !strings.Contains(rep.Problems[0].Reason, "namespaces limit 1") {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
 	}
-	code, rep = verifyBoth(t, ts.dir, "--max-total-bytes", "300")
+	code, rep = verifyChecked(t, ts.dir, "--max-total-bytes", "300")
 	if code != exitProblems || len(rep.Problems) == 0 || rep.Problems[0].Index != 4 || !strings.Contains(rep.Problems[0].Reason, "total value bytes limit 300") {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
 	}
-	code, rep = verifyBoth(t, ts.dir, "--max-document-bytes", "50")
+	code, rep = verifyChecked(t, ts.dir, "--max-document-bytes", "50")
 	if code != exitProblems || len(rep.Problems) == 0 || !strings.Contains(rep.Problems[0].Reason, "document length") {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
 	}
@@ -307,7 +307,7 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := handJournal(t, tc.recs...)
-			code, rep := verifyBoth(t, dir)
+			code, rep := verifyChecked(t, dir)
 			want := 1
 			if tc.name == "unregistered schema" {
 				want = 2 // the document cannot be validated either
@@ -350,7 +350,7 @@ func TestVerifyCheckpointAheadOfJournal(t *testing.T) {
 	if err := os.Truncate(segs[len(segs)-1].Path, offs[len(offs)-2]); err != nil {
 		t.Fatal(err)
 	}
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitProblems || len(rep.Problems) != 1 || rep.Problems[0].Severity != corruption ||
 		!strings.Contains(rep.Problems[0].Reason, fmt.Sprintf("journal ends at index %d but records up to index %d were acknowledged (checkpoint %s)", ts.records-2, ts.records, ckpts[0].Name())) {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
@@ -365,7 +365,7 @@ func TestVerifyMissingSegment(t *testing.T) {
 	if err := os.Remove(segs[2].Path); err != nil {
 		t.Fatal(err)
 	}
-	code, rep := verifyBoth(t, ts.dir)
+	code, rep := verifyChecked(t, ts.dir)
 	if code != exitProblems || len(rep.Problems) != 1 {
 		t.Fatalf("exit %d, problems %v", code, rep.Problems)
 	}

@@ -19,7 +19,7 @@ var errStop = errors.New("stop")
 // fn returning errStop ends the walk with nil; any other error ends it with
 // that error, as does onDamage. prog, if not nil, counts the bytes scanned.
 func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor, from, to uint64, prog *progress,
-	fn func(seg journal.Segment, it *item, f *frame) error, onDamage func(p problem, torn bool) error) error {
+	fn func(seg journal.Segment, it *item, f *journal.Frame) error, onDamage func(p problem, torn bool) error) error {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -33,7 +33,7 @@ func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor
 			segs = segs[:len(segs)-1]
 		}
 	}
-	var f frame
+	var f journal.Frame
 	var expect uint64 // where the next segment must start; 0 when unknown
 	var prev journal.Segment
 	err := scanJournal(segs[first:], lim, runtime.GOMAXPROCS(0), nil, func(s *segmentScan) error {
@@ -52,9 +52,9 @@ func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor
 		expect, prev = s.next, s.seg
 		di := 0
 		damage := func(upTo int64) error {
-			for ; di < len(s.damage) && s.damage[di].offset < upTo; di++ {
+			for ; di < len(s.damage) && s.damage[di].Offset < upTo; di++ {
 				d := s.damage[di]
-				if (d.index != 0 && d.index < from) || s.prewrittenTail(di, isLast, floor) {
+				if (d.Index != 0 && d.Index < from) || s.prewrittenTail(di, isLast, floor) {
 					continue
 				}
 				torn, reason := s.torn(di, isLast, floor, lim)
@@ -62,7 +62,7 @@ func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor
 				if torn {
 					sev = repairable
 				}
-				if err := onDamage(problem{Severity: sev, File: name, Offset: d.offset, Index: d.index, Reason: reason}, torn); err != nil {
+				if err := onDamage(problem{Severity: sev, File: name, Offset: d.Offset, Index: d.Index, Reason: reason}, torn); err != nil {
 					return err
 				}
 			}
@@ -79,7 +79,7 @@ func walkJournal(segs []journal.Segment, lim journal.Limits, floor journal.Floor
 			if to != 0 && it.index > to {
 				return errStop
 			}
-			parseFields(s.data[it.from:it.to], lim, &f)
+			s.frame(it, lim, &f)
 			if err := fn(s.seg, it, &f); err != nil {
 				return err
 			}

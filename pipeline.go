@@ -2,12 +2,11 @@ package statestore
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/watch"
 )
 
@@ -55,6 +54,43 @@ import (
 // synced record, so disk and memory agree again. A batch that was synced
 // is always published, whatever fails after it.
 
+// pipeline is the commit pipeline's state, one value in the Store: the
+// queue, the two stages and what they own, and the channels of the loops
+// that feed and follow it (the helper and the lease-expiry loop).
+type pipeline struct {
+	// mu guards the commit queue and the stages.
+	mu         sync.Mutex
+	helperWake *sync.Cond // wakes the helper
+	idle       *sync.Cond // signalled when the pipeline may have gone quiet
+	closed     bool       // no new op is accepted
+	stopping   bool       // the helper exits once quiet
+	paused     bool       // an exclusive section holds the write stage off
+	admitting  bool       // the write stage is held
+	syncing    bool       // the sync stage is held
+	queue      []*op
+	inflight   []*batch // written batches awaiting their sync, in order
+	poisoned   bool     // a batch failed: later ones fail until the pipeline drains
+	reset      bool     // pending must be rebuilt before the next batch
+	loops      sync.WaitGroup
+
+	// Owned by the write stage: the published view plus every admitted
+	// batch, and the journal index its next record gets.
+	pending   *materialize.View
+	nextIndex uint64
+
+	leasesChanged chan struct{}
+	quit          chan struct{}
+	expiryDone    chan struct{}
+}
+
+// init readies p for its first op, in place (its conditions point at
+// its own mutex).
+func (p *pipeline) init() {
+	p.helperWake = sync.NewCond(&p.mu)
+	p.idle = sync.NewCond(&p.mu)
+	p.leasesChanged = make(chan struct{}, 1)
+}
+
 type opKind int
 
 const (
@@ -92,15 +128,15 @@ const minWriteBatch = 32
 // (or failed). Once queued, an op is always answered, never abandoned.
 func (s *Store) submit(o *op) (Entry, error) {
 	o.done = make(chan struct{})
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	s.pipe.mu.Lock()
+	if s.pipe.closed {
+		s.pipe.mu.Unlock()
 		return Entry{}, s.errClosed()
 	}
 	queued := monoNow()
-	s.queue = append(s.queue, o)
+	s.pipe.queue = append(s.pipe.queue, o)
 	s.driveLocked(o)
-	s.mu.Unlock()
+	s.pipe.mu.Unlock()
 	<-o.done
 	s.metrics.answered(o, queued)
 	return o.res, o.err
@@ -119,7 +155,7 @@ func (o *op) answered() bool {
 // driveLocked runs free pipeline stages that have work, in the calling
 // goroutine, while own is unanswered (own is nil for the helper, which
 // drives until nothing is left). A caller that returns with work left
-// untaken wakes the helper. s.mu is held on entry and on return.
+// untaken wakes the helper. s.pipe.mu is held on entry and on return.
 func (s *Store) driveLocked(own *op) {
 	for own == nil || !own.answered() {
 		switch {
@@ -132,71 +168,71 @@ func (s *Store) driveLocked(own *op) {
 		}
 	}
 	if s.hasWorkLocked() {
-		s.helperWake.Signal()
+		s.pipe.helperWake.Signal()
 	}
 }
 
-// hasWorkLocked reports whether a stage is free and has work. s.mu is held.
+// hasWorkLocked reports whether a stage is free and has work. s.pipe.mu is held.
 func (s *Store) hasWorkLocked() bool { return s.canWriteLocked() || s.canSyncLocked() }
 
 // canWriteLocked reports whether the write stage is free and has a batch to
-// admit now. s.mu is held.
+// admit now. s.pipe.mu is held.
 func (s *Store) canWriteLocked() bool {
 	switch {
-	case len(s.queue) == 0 || s.admitting || s.paused:
+	case len(s.pipe.queue) == 0 || s.pipe.admitting || s.pipe.paused:
 		return false
-	case s.reset && (len(s.inflight) > 0 || s.syncing):
+	case s.pipe.reset && (len(s.pipe.inflight) > 0 || s.pipe.syncing):
 		// The failed batch and everything admitted after it must be
 		// answered before the pending view is rebuilt.
 		return false
 	}
-	return !s.syncing || len(s.queue) >= minWriteBatch
+	return !s.pipe.syncing || len(s.pipe.queue) >= minWriteBatch
 }
 
 // canSyncLocked reports whether the sync stage is free and a written batch
-// waits for it. s.mu is held.
-func (s *Store) canSyncLocked() bool { return len(s.inflight) > 0 && !s.syncing }
+// waits for it. s.pipe.mu is held.
+func (s *Store) canSyncLocked() bool { return len(s.pipe.inflight) > 0 && !s.pipe.syncing }
 
 // writeStageLocked admits the queued ops (up to maxBatch) as one batch
 // against the pending view, writes its records, and hands it to the sync
-// stage. s.mu is held on entry and on return, released meanwhile.
+// stage. s.pipe.mu is held on entry and on return, released meanwhile.
 func (s *Store) writeStageLocked() {
-	if s.reset {
+	if s.pipe.reset {
 		s.resetPendingLocked()
 	}
-	n := min(len(s.queue), maxBatch)
-	ops := append([]*op(nil), s.queue[:n]...)
-	rest := copy(s.queue, s.queue[n:])
-	clear(s.queue[rest:])
-	s.queue = s.queue[:rest]
-	s.admitting = true
-	s.mu.Unlock()
+	n := min(len(s.pipe.queue), maxBatch)
+	ops := append([]*op(nil), s.pipe.queue[:n]...)
+	rest := copy(s.pipe.queue, s.pipe.queue[n:])
+	clear(s.pipe.queue[rest:])
+	s.pipe.queue = s.pipe.queue[:rest]
+	s.pipe.admitting = true
+	s.pipe.mu.Unlock()
 
 	b := s.admitBatch(ops)
 	s.metrics.batchOps.Observe(int64(len(ops)))
 	err := s.writeBatch(b)
 
-	s.mu.Lock()
-	s.admitting = false
+	s.pipe.mu.Lock()
+	s.pipe.admitting = false
 	if err != nil {
-		s.reset = true
+		s.pipe.reset = true
 	}
-	s.inflight = append(s.inflight, b)
-	s.idle.Broadcast()
+	s.pipe.inflight = append(s.pipe.inflight, b)
+	s.pipe.idle.Broadcast()
 }
 
 // helperLoop is the helper: woken when a caller leaves work untaken, it
 // drives the pipeline until nothing is left.
 func (s *Store) helperLoop() {
-	defer s.loops.Done()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.pipe.loops.Done()
+	s.pipe.mu.Lock()
+	defer s.pipe.mu.Unlock()
 	for {
 		s.driveLocked(nil)
-		if s.stopping {
+		if s.pipe.stopping {
 			return
 		}
-		s.helperWake.Wait()
+		s.pipe.helperWake.Wait()
 	}
 }
 
@@ -207,46 +243,46 @@ func (s *Store) writeBatch(b *batch) error {
 		return nil
 	}
 	if _, err := s.jnl.Write(b.recs, b.last-uint64(len(b.recs))+1); err != nil {
-		b.err = &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
+		b.err = wrapErr(Storage, "journal", err)
 		return err
 	}
 	return nil
 }
 
-// roundLocked runs one sync round over every written batch. s.mu is held
+// roundLocked runs one sync round over every written batch. s.pipe.mu is held
 // on entry and on return, released meanwhile; the sync stage is free and a
 // batch is written.
 func (s *Store) roundLocked() {
-	round := s.inflight
-	poisoned := s.poisoned
-	s.syncing = true
-	s.mu.Unlock()
+	round := s.pipe.inflight
+	poisoned := s.pipe.poisoned
+	s.pipe.syncing = true
+	s.pipe.mu.Unlock()
 
 	poisoned, published, leases := s.syncRound(round, poisoned)
 
-	s.mu.Lock()
-	n := copy(s.inflight, s.inflight[len(round):])
-	clear(s.inflight[n:])
-	s.inflight = s.inflight[:n]
-	s.syncing = false
+	s.pipe.mu.Lock()
+	n := copy(s.pipe.inflight, s.pipe.inflight[len(round):])
+	clear(s.pipe.inflight[n:])
+	s.pipe.inflight = s.pipe.inflight[:n]
+	s.pipe.syncing = false
 	if poisoned {
-		s.poisoned, s.reset = true, true
+		s.pipe.poisoned, s.pipe.reset = true, true
 	}
-	s.idle.Broadcast()
-	s.mu.Unlock()
+	s.pipe.idle.Broadcast()
+	s.pipe.mu.Unlock()
 	s.afterRound(published, leases)
-	s.mu.Lock()
+	s.pipe.mu.Lock()
 }
 
 // afterRound starts what a published round may call for: a background
 // checkpoint, and a re-read of the earliest lease deadline.
 func (s *Store) afterRound(published, leases bool) {
-	if published && s.quit != nil {
+	if published && s.pipe.quit != nil {
 		s.maybeCheckpoint()
 	}
 	if leases {
 		select {
-		case s.leasesChanged <- struct{}{}:
+		case s.pipe.leasesChanged <- struct{}{}:
 		default:
 		}
 	}
@@ -256,11 +292,15 @@ func (s *Store) afterRound(published, leases bool) {
 // gives the admitted records their journal indexes. Only the write stage
 // calls it.
 func (s *Store) admitBatch(ops []*op) *batch {
-	b := s.newBatch(s.pending)
+	b := s.newBatch(s.pipe.pending)
 	b.ops = ops
 	// Leases due now expire before any op of this batch can observe their
-	// keys, in the same write.
-	b.expireDue(b.now)
+	// keys, in the same write. If that fails, admission is broken: the
+	// batch fails whole, writes nothing and leaves pending as it was.
+	if _, err := b.expireDue(b.now); err != nil {
+		b.err, b.recs, b.entries = err, nil, nil
+		return b
+	}
 	for _, o := range ops {
 		if e, err := b.admit(o); err != nil {
 			o.err = err
@@ -269,9 +309,9 @@ func (s *Store) admitBatch(ops []*op) *batch {
 		}
 	}
 	if len(b.recs) > 0 {
-		s.pending = b.view
-		b.last = s.nextIndex + uint64(len(b.recs)) - 1
-		s.nextIndex = b.last + 1
+		s.pipe.pending = b.view
+		b.last = s.pipe.nextIndex + uint64(len(b.recs)) - 1
+		s.pipe.nextIndex = b.last + 1
 	}
 	return b
 }
@@ -297,7 +337,7 @@ func (s *Store) syncRound(round []*batch, poisoned bool) (stillPoisoned, publish
 		s.metrics.synced(monoNow()-start, records)
 		if serr != nil {
 			durable = s.jnl.LastIndex()
-			serr = &Error{Code: Storage, Field: "journal", Message: serr.Error(), Err: serr}
+			serr = wrapErr(Storage, "journal", serr)
 		}
 	}
 	for _, b := range round {
@@ -320,23 +360,23 @@ func (s *Store) syncRound(round []*batch, poisoned bool) (stillPoisoned, publish
 
 // resetPendingLocked rebuilds the write stage's state from the published view
 // once the pipeline has drained: after a failure, or after a restore
-// replaced the view. s.mu is held.
+// replaced the view. s.pipe.mu is held.
 func (s *Store) resetPendingLocked() {
 	v, idx := s.snapshot()
-	s.pending, s.nextIndex = v, idx+1
-	s.reset, s.poisoned = false, false
+	s.pipe.pending, s.pipe.nextIndex = v, idx+1
+	s.pipe.reset, s.pipe.poisoned = false, false
 }
 
 // quietLocked waits until no batch is being admitted, written or synced,
-// and (with queue) no op is queued. s.mu is held.
+// and (with queue) no op is queued. s.pipe.mu is held.
 func (s *Store) quietLocked(queue bool) {
-	for s.admitting || len(s.inflight) > 0 || s.syncing || (queue && len(s.queue) > 0) {
+	for s.pipe.admitting || len(s.pipe.inflight) > 0 || s.pipe.syncing || (queue && len(s.pipe.queue) > 0) {
 		// Every goroutine that leaves a stage hands on what it leaves, so
 		// this wake is a guard: a missed hand-off would hang Close.
 		if s.hasWorkLocked() {
-			s.helperWake.Signal()
+			s.pipe.helperWake.Signal()
 		}
-		s.idle.Wait()
+		s.pipe.idle.Wait()
 	}
 }
 
@@ -365,50 +405,6 @@ func (b *batch) answer() {
 			o.res, o.err = Entry{}, b.err
 		}
 		close(o.done)
-	}
-}
-
-// expiry commits lapsed leases when nobody else is writing: it sleeps until
-// the earliest deadline of the published view (re-arming whenever a commit
-// may have changed it) and then submits an expire op, which commits every
-// due lease as EXPIRE records.
-func (s *Store) expiry() {
-	defer close(s.expiryDone)
-	var (
-		timer    clock.Timer
-		timerC   <-chan time.Time
-		armedFor int64
-	)
-	for {
-		if next, ok := s.view.Load().NextDeadline(); ok && next != armedFor {
-			if timer != nil {
-				timer.Stop()
-			}
-			armedFor = next
-			timer = clock.TimerAt(s.clock, time.UnixMilli(next))
-			timerC = timer.C()
-		}
-		select {
-		case <-timerC:
-			fired := armedFor
-			timer, timerC, armedFor = nil, nil, 0
-			if _, err := s.submit(&op{kind: opExpire}); err != nil {
-				if CodeOf(err) == Unavailable {
-					return
-				}
-				// The disk refused (full, with the reserve used up, or
-				// failing): try again after expiryRetry, not at once.
-				armedFor = fired
-				timer = clock.TimerAt(s.clock, s.clock.Now().Add(expiryRetry))
-				timerC = timer.C()
-			}
-		case <-s.leasesChanged:
-		case <-s.quit:
-			if timer != nil {
-				timer.Stop()
-			}
-			return
-		}
 	}
 }
 
@@ -450,113 +446,17 @@ func (b *batch) add(rec *journal.Record) (*Entry, error) {
 	return e, nil
 }
 
-// expireDue adds one EXPIRE per lease due at now, earliest deadline first,
-// and returns how many.
-func (b *batch) expireDue(now int64) int {
-	var due []*Entry
-	b.view.Due(now, func(e *Entry) bool { due = append(due, e); return true })
-	for _, e := range due {
-		rev := b.view.Namespace(e.Namespace).Revision + 1
-		b.add(&journal.Record{Kind: journal.KindExpire, Namespace: e.Namespace, Key: e.Key, Revision: rev})
-	}
-	return len(due)
-}
-
 // commitAlone writes, syncs and publishes b outside the pipeline, for Open
 // (before anything else can commit).
 func (s *Store) commitAlone(b *batch) error {
 	if len(b.recs) > 0 {
 		first, err := s.jnl.Append(b.recs)
 		if err != nil {
-			return &Error{Code: Storage, Field: "journal", Message: err.Error(), Err: err}
+			return wrapErr(Storage, "journal", err)
 		}
 		b.last = first + uint64(len(b.recs)) - 1
 		s.publish(b)
 	}
-	s.pending, s.nextIndex = s.view.Load(), s.index+1
+	s.pipe.pending, s.pipe.nextIndex = s.view.Load(), s.index+1
 	return nil
-}
-
-// admit checks o against the batch's view (the published state plus the
-// batch's earlier records) and, if it passes, adds its record. It returns
-// the entry a PUT produces, or for a DELETE an entry carrying only the
-// deletion's revision.
-func (b *batch) admit(o *op) (*Entry, error) {
-	s := b.s
-	switch o.kind {
-	case opExpire:
-		return nil, nil
-	case opPut:
-		if err := s.checkReserve(); err != nil {
-			return nil, err
-		}
-		old, exists := b.view.Get(o.ns, o.key)
-		if err := checkExpect(o.expect, old, exists); err != nil {
-			return nil, err
-		}
-		var oldSize int64
-		created := b.now
-		if exists {
-			oldSize, created = old.Size(), old.CreatedMs
-		}
-		if err := s.limits.CheckPut(s.usage(b.view, o.ns), o.ns, exists, oldSize, int64(len(o.doc))); err != nil {
-			return nil, &Error{Code: QuotaExceeded, Field: boundField(err), Message: err.Error(), Err: err}
-		}
-		var expires int64
-		if o.ttl > 0 {
-			expires = b.now + o.ttl.Milliseconds()
-		}
-		rec := &journal.Record{Kind: journal.KindPut, Namespace: o.ns, Key: o.key,
-			Revision: b.view.Namespace(o.ns).Revision + 1, Schema: o.schema, Owner: o.owner,
-			CreatedMs: created, UpdatedMs: b.now, ExpiresMs: expires, Document: o.doc}
-		e, err := b.add(rec)
-		if err != nil {
-			return nil, err
-		}
-		// The result carries the caller's own bytes (equal to the stored
-		// ones), so the store's copy is never handed out.
-		c := *e
-		c.Document = o.reply
-		return &c, nil
-	case opDelete:
-		old, exists := b.view.Get(o.ns, o.key)
-		if !exists {
-			return nil, newErr(NotFound, "key", "%q not found in namespace %q", o.key, o.ns)
-		}
-		if err := checkExpect(o.expect, old, exists); err != nil {
-			return nil, err
-		}
-		rev := b.view.Namespace(o.ns).Revision + 1
-		if _, err := b.add(&journal.Record{Kind: journal.KindDelete, Namespace: o.ns, Key: o.key, Revision: rev}); err != nil {
-			return nil, err
-		}
-		return &Entry{Namespace: o.ns, Key: o.key, Revision: rev}, nil
-	}
-	return nil, newErr(InvalidArgument, "op", "unknown operation %d", o.kind)
-}
-
-// checkExpect applies the expected_revision rules of the package documentation.
-func checkExpect(x Expect, old *Entry, exists bool) error {
-	want, set := x.Revision()
-	if !set {
-		return nil
-	}
-	var cur uint64
-	if exists {
-		cur = old.Revision
-	}
-	switch {
-	case want == 0 && exists:
-		return &Error{Code: Conflict, Field: "expected_revision", Message: "create-only write but the key exists", CurrentRevision: cur}
-	case want != 0 && cur != want:
-		return &Error{Code: Conflict, Field: "expected_revision", Message: fmt.Sprintf("expected revision %d", want), CurrentRevision: cur}
-	}
-	return nil
-}
-
-func boundField(err error) string {
-	if b := quota.BoundOf(err); b != "" {
-		return b
-	}
-	return "quota"
 }

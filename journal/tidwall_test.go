@@ -1,0 +1,302 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tidwall/wal"
+)
+
+// tidwallEntries writes n entries of different sizes straight to
+// tidwall/wal in dir, opened as the journal opens it, in batches of one to
+// four, and returns them with the segment starts tailCycle predicts and the
+// bytes it predicts for the last segment.
+func tidwallEntries(t *testing.T, dir string, segSize, n int) (entries [][]byte, starts []uint64, tailBytes int64) {
+	t.Helper()
+	l, err := openTidwall(dir, segSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cycle := tailCycle{size: int64(segSize), start: 1}
+	starts = []uint64{1}
+	var b wal.Batch
+	for idx := uint64(1); idx <= uint64(n); {
+		b.Clear()
+		cycle.cycled = false
+		cycle.begin(idx)
+		if cycle.cycled {
+			starts = append(starts, cycle.start)
+		}
+		for range 1 + idx%4 {
+			if idx > uint64(n) {
+				break
+			}
+			// The first eight entries take 100 bytes with their prefix,
+			// so a segment of 400 reaches its size exactly; then sizes
+			// of 1 to 150, so both one- and two-byte prefixes occur.
+			size := 99
+			if idx > 8 {
+				size = 1 + int(idx*37%150)
+			}
+			e := bytes.Repeat([]byte{byte(idx)}, size)
+			entries = append(entries, e)
+			b.Write(idx, e)
+			cycle.cycled = false
+			cycle.append(len(e), idx)
+			if cycle.cycled {
+				starts = append(starts, cycle.start)
+			}
+			idx++
+		}
+		if err := l.WriteBatch(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return entries, starts, cycle.bytes
+}
+
+// TestTidwallFormatPinned pins what the journal reads and predicts of
+// tidwall/wal's files against the version in go.mod: segment names are the
+// zero-padded first index (segmentName, parseSegmentName), an entry is a
+// uvarint length and the bytes (entryAt, uvarintLen), and a segment is
+// sealed by the entry that brings it to the segment size (tailCycle), all
+// read back from files tidwall/wal wrote itself.
+func TestTidwallFormatPinned(t *testing.T) {
+	const segSize = 400
+	dir := t.TempDir()
+	entries, starts, tailBytes := tidwallEntries(t, dir, segSize, 60)
+	segs, err := ListSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, s := range segs {
+		got = append(got, s.Start)
+		if s.Name() != segmentName(s.Start) {
+			t.Errorf("segment %s: name for index %d is %s", s.Name(), s.Start, segmentName(s.Start))
+		}
+		if idx, ok := parseSegmentName(s.Name()); !ok || idx != s.Start {
+			t.Errorf("parseSegmentName(%s) = %d, %v", s.Name(), idx, ok)
+		}
+	}
+	if !slices.Equal(got, starts) {
+		t.Fatalf("tidwall/wal started segments at %v, tailCycle predicts %v", got, starts)
+	}
+	if last := segs[len(segs)-1]; last.Size != tailBytes {
+		t.Errorf("last segment is %d bytes, tailCycle predicts %d", last.Size, tailBytes)
+	}
+	var read [][]byte
+	for _, s := range segs {
+		data, err := os.ReadFile(s.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(data); {
+			e, size, bad := entryAt(data, off)
+			if bad != nil {
+				t.Fatalf("segment %s offset %d: %s", s.Name(), off, bad.reason)
+			}
+			if size != uvarintLen(uint64(len(e)))+len(e) {
+				t.Fatalf("segment %s offset %d: entry of %d bytes takes %d", s.Name(), off, len(e), size)
+			}
+			read = append(read, e)
+			off += size
+		}
+	}
+	if len(read) != len(entries) {
+		t.Fatalf("read %d entries back, wrote %d", len(read), len(entries))
+	}
+	for i := range entries {
+		if !bytes.Equal(read[i], entries[i]) {
+			t.Fatalf("entry %d reads back as %x, wrote %x", i+1, read[i], entries[i])
+		}
+	}
+
+	// A tail already over the size (the log reopened with a smaller
+	// one) is sealed before the next batch's first entry.
+	l, err := openTidwall(dir, int(tailBytes)-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(len(entries) + 1)
+	cycle := tailCycle{size: tailBytes - 1, bytes: tailBytes, start: starts[len(starts)-1]}
+	cycle.begin(next)
+	if err := l.Write(next, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err = ListSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cycle.cycled || segs[len(segs)-1].Start != next || cycle.start != next {
+		t.Errorf("over-full tail: tidwall/wal's last segment starts at %d, tailCycle says cycled %v at %d", segs[len(segs)-1].Start, cycle.cycled, cycle.start)
+	}
+}
+
+// TestFinishTruncationMatchesTidwall pins finishTruncation to what
+// tidwall/wal's own open does with the markers a crash inside TruncateFront
+// (a .START file) or TruncateBack (an .END file) leaves: the same files
+// survive with the same bytes, and both markers at once are refused by
+// both. A .TEMP file (a segment rewrite whose rename never happened)
+// tidwall/wal leaves lying; finishTruncation removes it, and no segment
+// changes.
+func TestFinishTruncationMatchesTidwall(t *testing.T) {
+	src := t.TempDir()
+	_, starts, _ := tidwallEntries(t, src, 400, 60)
+	if len(starts) < 4 {
+		t.Fatalf("want at least four segments, have %v", starts)
+	}
+	// A marker holds its segment's entries from its index on (START) or up
+	// to it (END), as tidwall/wal writes it before renaming.
+	mid := starts[1] + 1
+	entriesOf := func(dir string, start uint64, keep func(idx uint64) bool) []byte {
+		data, err := os.ReadFile(filepath.Join(dir, segmentName(start)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		idx := start
+		for off := 0; off < len(data); idx++ {
+			_, size, bad := entryAt(data, off)
+			if bad != nil {
+				t.Fatal(bad.reason)
+			}
+			if keep(idx) {
+				out = append(out, data[off:off+size]...)
+			}
+			off += size
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		markers map[string]func(dir string) []byte
+		corrupt bool
+	}{
+		{"interrupted TruncateFront", map[string]func(string) []byte{
+			segmentName(mid) + ".START": func(dir string) []byte {
+				return entriesOf(dir, starts[1], func(idx uint64) bool { return idx >= mid })
+			}}, false},
+		{"interrupted TruncateBack", map[string]func(string) []byte{
+			segmentName(starts[1]) + ".END": func(dir string) []byte {
+				return entriesOf(dir, starts[1], func(idx uint64) bool { return idx <= mid })
+			}}, false},
+		{"both markers", map[string]func(string) []byte{
+			segmentName(mid) + ".START":      func(string) []byte { return []byte{1} },
+			segmentName(starts[2]) + ".END":  func(string) []byte { return []byte{1} },
+			segmentName(starts[1]) + ".TEMP": func(string) []byte { return []byte{1} },
+		}, true},
+		{"leftover rewrite", map[string]func(string) []byte{
+			segmentName(starts[2]) + ".TEMP": func(string) []byte { return []byte("half a segment") },
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ours, theirs := copyDir(t, src), copyDir(t, src)
+			for _, dir := range []string{ours, theirs} {
+				for name, content := range tt.markers {
+					if err := os.WriteFile(filepath.Join(dir, name), content(dir), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			errOurs := finishTruncation(ours)
+			l, errTheirs := wal.Open(theirs, &wal.Options{NoSync: true, LogFormat: wal.Binary, SegmentSize: 400})
+			if errTheirs == nil {
+				l.Close()
+			}
+			var ce *CorruptError
+			if tt.corrupt {
+				if !errors.As(errOurs, &ce) || !errors.Is(errTheirs, wal.ErrCorrupt) {
+					t.Fatalf("finishTruncation: %v; tidwall/wal: %v; want both to refuse", errOurs, errTheirs)
+				}
+				return
+			}
+			if errOurs != nil || errTheirs != nil {
+				t.Fatalf("finishTruncation: %v; tidwall/wal: %v", errOurs, errTheirs)
+			}
+			for name := range tt.markers {
+				if filepath.Ext(name) == ".TEMP" {
+					// tidwall/wal ignores it; the journal removes it.
+					if err := os.Remove(filepath.Join(theirs, name)); err != nil {
+						t.Fatalf("tidwall/wal removed %s itself: %v", name, err)
+					}
+				}
+			}
+			if a, b := dirContents(t, ours), dirContents(t, theirs); a != b {
+				t.Errorf("finishTruncation left\n%s\ntidwall/wal left\n%s", a, b)
+			}
+		})
+	}
+}
+
+// dirContents describes every file in dir: its name, size and checksum.
+func dirContents(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%s %d %x\n", e.Name(), len(data), crc32.Checksum(data, castagnoli))
+	}
+	return out.String()
+}
+
+// TestTailBufferPresized pins that the journal reaches tidwall/wal's tail
+// buffer (v1.2.1's layout) and gives it a whole segment's capacity at open
+// and after every cycle, so that appending never reallocates it: if a
+// tidwall/wal upgrade changes the layout, pre-sizing silently stops, and
+// this test says so.
+func TestTailBufferPresized(t *testing.T) {
+	const seg = 8 << 10
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, seg)
+	defer func() { j.Close() }()
+	check := func(when string) *[]byte {
+		t.Helper()
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		p := tailBuffer(j.log)
+		if p == nil {
+			t.Fatalf("%s: tidwall/wal's tail buffer not found: pre-sizing no longer applies", when)
+		}
+		if cap(*p) < seg || int64(len(*p)) != j.tailBytes {
+			t.Fatalf("%s: tail buffer len %d cap %d, want len %d (the records) and cap >= %d", when, len(*p), cap(*p), j.tailBytes, seg)
+		}
+		return p
+	}
+	check("after open")
+	before := &(*check("before writes"))[:1][0]
+	if _, err := j.Append(records(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if after := &(*check("after a write"))[:1][0]; after != before {
+		t.Fatal("appending to the pre-sized tail reallocated its buffer")
+	}
+	start := j.tailStart
+	for i := 4; j.tailStart == start; i += 5 {
+		if _, err := j.Append(records(i, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after a cycle")
+	j.Close()
+	j, _ = openJournal(t, dir, seg)
+	check("after reopening")
+}
