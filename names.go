@@ -1,6 +1,10 @@
 package statestore
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/keeppeek/statestore/quota"
+)
 
 // Identifier rules (see the package documentation): an <id> or key segment is one or more of
 // [A-Za-z0-9._-], never "." or "..".
@@ -78,6 +82,20 @@ func checkPrefix(prefix string, max int) error {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
 			return newErr(InvalidArgument, "key_prefix", "%q holds the invalid character %q", prefix, c)
 		}
+	}
+	return nil
+}
+
+// checkOwner refuses, before anything reaches the journal, a writing
+// principal whose ID cannot be an entry's owner: replay refuses a PUT
+// record without an owner or with one over quota.OwnerBytes, so admitting
+// it would acknowledge a write after which the store could not reopen.
+func checkOwner(id string) error {
+	if id == "" {
+		return newErr(PermissionDenied, "principal", "a write needs an authenticated principal with an ID (it becomes the entry's owner)")
+	}
+	if len(id) > quota.OwnerBytes {
+		return newErr(InvalidArgument, "principal", "principal ID of %d bytes exceeds the %d-byte owner limit", len(id), quota.OwnerBytes)
 	}
 	return nil
 }

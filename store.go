@@ -418,6 +418,9 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, 
 	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
 		return Entry{}, err
 	}
+	if err := checkOwner(p.ID); err != nil {
+		return Entry{}, err
+	}
 	ttl, err := s.limits.ClampTTL(req.TTL)
 	if err != nil {
 		return Entry{}, wrapErr(TTLInvalid, "ttl", err)

@@ -324,3 +324,36 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		t.Fatalf("error %q does not say the store is locked", err)
 	}
 }
+
+// TestWriterIDBecomesAValidOwner: the writing principal's ID is the entry's
+// owner, and replay refuses a PUT without one or with one over the owner
+// bound; such a write must be refused before the journal, or the store
+// would acknowledge it and then fail to reopen.
+func TestWriterIDBecomesAValidOwner(t *testing.T) {
+	long := statestore.Principal{ID: strings.Repeat("a", 129), Admin: true}
+	tests := []struct {
+		name  string
+		p     statestore.Principal
+		code  statestore.Code
+		field string
+	}{
+		{"admin without an ID", statestore.Principal{Admin: true}, statestore.PermissionDenied, "principal"},
+		{"ID over the owner bound", long, statestore.InvalidArgument, "principal"},
+		{"ID at the owner bound", statestore.Principal{ID: strings.Repeat("a", 128), Admin: true}, statestore.OK, ""},
+	}
+	f := newFixture(t)
+	for i, tc := range tests {
+		_, err := f.put(tc.p, "group/owners", fmt.Sprintf("k%d", i), docN(i), statestore.Expect{})
+		if tc.code == statestore.OK {
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		wantCode(t, err, tc.code, tc.field)
+	}
+	f.reopen() // every acknowledged write replays
+	if n := f.s.Namespace("group/owners").Entries; n != 1 {
+		t.Fatalf("%d entries after reopen, want the one acknowledged", n)
+	}
+}
