@@ -47,13 +47,9 @@ func (c countingSink) Deliver(m watch.Message) error {
 // writes must close all 1,024 with BUFFER_OVERFLOW (32 held, the 33rd
 // closes), which is verified.
 func runWatchFanout(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameWatchFanout)
-	if err != nil {
-		return nil, err
-	}
 	// The journal skips fsync here: the round time is the registry's
 	// fan-out, not the disk (durable_cas measures that).
-	s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: true})
+	s, err := openScratch(env, nameWatchFanout, statestore.Options{NoSync: true})
 	if err != nil {
 		return nil, err
 	}

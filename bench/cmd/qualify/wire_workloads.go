@@ -56,11 +56,7 @@ func (w *wireSession) call(m *pb.ClientMessage) (*pb.ServerMessage, error) {
 // its document in turn; timed from the request's send to its answer's
 // decode.
 func runWireCAS(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameWireCAS)
-	if err != nil {
-		return nil, err
-	}
-	s, err := statestore.Open(statestore.Options{Dir: dir})
+	s, err := openScratch(env, nameWireCAS, statestore.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -106,11 +102,7 @@ func runWireCAS(env *Env) ([]harness.Result, error) {
 // until every watch's update was decoded. Nothing is acknowledged, so three
 // more writes must close all 1,024 with BUFFER_OVERFLOW, which is verified.
 func runWireFanout(env *Env) ([]harness.Result, error) {
-	dir, err := env.Scratch(nameWireFanout)
-	if err != nil {
-		return nil, err
-	}
-	s, err := statestore.Open(statestore.Options{Dir: dir, NoSync: true})
+	s, err := openScratch(env, nameWireFanout, statestore.Options{NoSync: true})
 	if err != nil {
 		return nil, err
 	}
