@@ -20,6 +20,9 @@ import (
 // one user, the per-namespace entry bound, and watches with snapshots,
 // per-watch sequences, acknowledgements, the unacknowledged-update bound
 // and the close reasons BUFFER_OVERFLOW, RESTORED and STORE_CLOSED.
+// A watch closed while updates of the same commit are still queued for it
+// may lose those updates (the watch package drops a closed watch's queue);
+// the harness accepts that, and nothing else, in place of them.
 
 // mEntry is one entry of the model.
 type mEntry struct {
