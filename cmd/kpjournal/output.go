@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,70 +75,25 @@ func isTerminal(w any) bool {
 	return err == nil
 }
 
-// progress draws a percentage bar on a terminal for work that takes longer
-// than a second; elsewhere (pipes, files, tests) it draws nothing.
-type progress struct {
-	w     io.Writer
-	label string
-	total int64
-	done  atomic.Int64
-	stop  chan struct{}
-	wg    sync.WaitGroup
-}
+// progress draws a percentage bar (schollz/progressbar) on a terminal;
+// elsewhere (pipes, files, tests) it draws nothing. A failed write of the
+// bar is ignored: it must never fail the command whose progress it shows.
+type progress struct{ bar *progressbar.ProgressBar }
 
 // startProgress starts a progress display of total units on w, if w is a
 // terminal. Call add as work completes and finish at the end.
 func startProgress(w io.Writer, label string, total int64) *progress {
-	p := &progress{w: w, label: label, total: total, stop: make(chan struct{})}
-	if !isTerminal(w) || total <= 0 {
-		return p
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		delay := time.NewTimer(time.Second)
-		defer delay.Stop()
-		select {
-		case <-delay.C:
-		case <-p.stop:
-			return
-		}
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			p.draw()
-			select {
-			case <-tick.C:
-			case <-p.stop:
-				p.draw()
-				fmt.Fprint(p.w, "\r"+strings.Repeat(" ", 60)+"\r")
-				return
-			}
-		}
-	}()
-	return p
+	return &progress{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetVisibility(isTerminal(w) && total > 0),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionClearOnFinish())}
 }
 
-func (p *progress) draw() {
-	pct := float64(p.done.Load()) * 100 / float64(p.total)
-	if pct > 100 {
-		pct = 100
-	}
-	const width = 30
-	n := int(pct / 100 * width)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %5.1f%%", p.label, strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
-}
+func (p *progress) add(n int64) { _ = p.bar.Add64(n) }
 
-func (p *progress) add(n int64) { p.done.Add(n) }
-
-func (p *progress) finish() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	p.wg.Wait()
-}
+func (p *progress) finish() { _ = p.bar.Finish() }
 
 // opt is a report value that may be absent. --json writes an absent one
 // as null, never leaving the key out nor writing "-", so every report of a
