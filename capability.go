@@ -1,7 +1,8 @@
 package statestore
 
 // Capability is the server capability that advertises the state store's
-// generic commands (DESIGN.md §3). It is advertised only while a store is
+// generic commands (GetState, PutState, DeleteState, WatchState,
+// UnwatchState, WatchStateAck). It is advertised only while a store is
 // open: a client must never be offered durability the server cannot
 // deliver.
 const Capability = "keeppeek.state-store.v1"

@@ -13,7 +13,7 @@ import (
 	"github.com/keeppeek/statestore/settings"
 )
 
-// Settings-backed namespaces (DESIGN.md §3): live configuration kept in
+// Settings-backed namespaces: live configuration kept in
 // the [state_store] section of the media server's config.toml
 // (Options.Settings) instead of the journal, so it travels inside the
 // configuration ZIP. Which namespaces are settings-backed is declared in

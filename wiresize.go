@@ -5,7 +5,7 @@ import (
 	"github.com/keeppeek/statestore/wire"
 )
 
-// snapshotBound applies the watch snapshot bounds of DESIGN.md §3 while a
+// snapshotBound applies the watch snapshot bounds (Limits) while a
 // snapshot is captured: at most MaxSnapshotEntries entries, and an answer
 // (the whole encoded ServerMessage carrying StateStoreResult.watch) of at
 // most MaxSnapshotBytes bytes, measured exactly by package wire.

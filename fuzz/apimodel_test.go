@@ -12,7 +12,7 @@ import (
 )
 
 // This file is a small in-memory model of the specification, written from
-// the specification and DESIGN.md rather than from the store's code, for
+// the specification's contracts rather than from the store's code, for
 // FuzzStoreModel: namespaces with dense revision counters, complete
 // entries with owners and timestamps, expected_revision, TTL leases that
 // expire inclusively (one EXPIRE per entry, earliest deadline first, ties

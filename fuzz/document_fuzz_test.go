@@ -160,8 +160,8 @@ var (
 	paramNameRE  = regexp.MustCompile(`^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$`)
 )
 
-// mediaIntentProblem checks keeppeek.media-intent.v1, written from DESIGN.md
-// §3 and media-intent.v1.json.
+// mediaIntentProblem checks keeppeek.media-intent.v1, written from the
+// schema's definition (media-intent.v1.json), not from schema/'s code.
 func mediaIntentProblem(obj map[string]any) string {
 	allowed := map[string]bool{"role": true, "desired": true, "source_id": true, "media_kind": true,
 		"variant_id": true, "output_profile": true, "priority": true, "recording_mode": true, "parameters": true}

@@ -63,7 +63,7 @@ func groupRecords() []*Record {
 // them onto its in-memory tail segment (regrowing it) and writes them to
 // the file. Compare BenchmarkPlainWriteGroup, the same frames appended to a
 // plain file: the difference is what tidwall/wal's tail buffer costs per
-// record (see DESIGN.md section 4), in time and in garbage per record.
+// record (journal/doc.go, "tidwall/wal"), in time and in garbage per record.
 func BenchmarkWriteGroup(b *testing.B) {
 	j, _, err := Open(filepath.Join(b.TempDir(), "journal"), Options{NoSync: true})
 	if err != nil {
