@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -133,6 +134,12 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	if opts.QuarantineDir == "" {
 		opts.QuarantineDir = filepath.Join(filepath.Dir(dir), "quarantine")
 	}
+	// Records were acknowledged but the journal has no segment left (or
+	// no directory): refuse before anything is created, since tidwall/wal
+	// would start an empty first segment and a refused Open changes nothing.
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && opts.Floor.Index > 0 {
+		return nil, nil, CheckFloor(0, segmentName(1), opts.Floor)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, &StorageError{Op: "create directory", Err: err}
 	}
@@ -146,6 +153,11 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	floor, err := LoadFloor(dir, opts.Floor)
 	if err != nil {
 		return nil, nil, err
+	}
+	if segs, err := ListSegments(dir); err != nil {
+		return nil, nil, &StorageError{Op: "list segments", Err: err}
+	} else if len(segs) == 0 && floor.Index > 0 {
+		return nil, nil, CheckFloor(0, segmentName(1), floor)
 	}
 	j.floor = floor
 	cut, err := j.repairTail()

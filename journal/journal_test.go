@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -467,5 +468,55 @@ func TestNewSegmentDirectoryIsSynced(t *testing.T) {
 	}
 	if segs, _ := ListSegments(dir); len(segs) < 10 {
 		t.Fatalf("only %d segments: the test did not exercise cycling", len(segs))
+	}
+}
+
+// A journal whose every segment is gone while records were acknowledged
+// (by the marker, or by a checkpoint's Options.Floor) refuses to open, names
+// the missing records, and creates nothing: not the directory, not the
+// empty first segment tidwall/wal would start.
+func TestOpenRefusesMissingSegmentsWithoutCreatingAny(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string) Options
+	}{
+		{"marker, no segment", func(t *testing.T, dir string) Options {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := SetFloor(dir, 12); err != nil {
+				t.Fatal(err)
+			}
+			return Options{NoSync: true}
+		}},
+		{"checkpoint floor, empty directory", func(t *testing.T, dir string) Options {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return Options{NoSync: true, Floor: Floor{Index: 12, Source: "checkpoint image"}}
+		}},
+		{"checkpoint floor, no directory", func(t *testing.T, dir string) Options {
+			return Options{NoSync: true, Floor: Floor{Index: 12, Source: "checkpoint image"}}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "journal")
+			opts := tc.setup(t, dir)
+			before, _ := os.ReadDir(dir)
+			j, _, err := Open(dir, opts)
+			if err == nil {
+				j.Close()
+				t.Fatal("Open accepted a journal with no segment below an acknowledged floor")
+			}
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Index != 1 || !strings.Contains(err.Error(), "records 1..12 are missing") {
+				t.Fatalf("refusal %v: want a *CorruptError at index 1 naming records 1..12", err)
+			}
+			after, statErr := os.ReadDir(dir)
+			if len(after) != len(before) || (before == nil) != errors.Is(statErr, os.ErrNotExist) {
+				t.Fatalf("a refused Open changed %s: %d entries before, %d after (%v)", dir, len(before), len(after), statErr)
+			}
+		})
 	}
 }

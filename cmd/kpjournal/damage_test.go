@@ -179,6 +179,22 @@ func TestDamagedStoresOpenAndVerifyAgree(t *testing.T) {
 			d.write(d.last(), nil)
 			return d.records
 		}, true, "were acknowledged (checkpoint checkpoint-"},
+		{"every segment removed and the only checkpoint damaged", func(d *damagedStore) uint64 {
+			for _, s := range d.segs {
+				os.Remove(s.Path)
+			}
+			imgs, _ := filepath.Glob(filepath.Join(d.root(), "checkpoint-*.ckpt"))
+			if len(imgs) != 1 {
+				d.t.Fatalf("checkpoint images %v, want one", imgs)
+			}
+			b, err := os.ReadFile(imgs[0])
+			if err != nil {
+				d.t.Fatal(err)
+			}
+			copy(b[20:], "garbage")
+			os.WriteFile(imgs[0], b, 0o644)
+			return d.records
+		}, true, "are missing"},
 		{"acknowledged-floor marker damaged", func(d *damagedStore) uint64 {
 			os.WriteFile(filepath.Join(d.jdir(), journal.FloorFile), []byte("garbage"), 0o644)
 			return d.records

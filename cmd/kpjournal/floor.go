@@ -68,6 +68,8 @@ func ckptSeverity(base *ckpt, segs []journal.Segment) (string, string) {
 		return repairable, fmt.Sprintf("; the store opens from the older %s (kpjournal repair moves the damaged image to quarantine/)", base.Name())
 	case len(segs) > 0 && segs[0].Start <= 1:
 		return repairable, "; the journal holds every record from index 1, so the store replays it from the empty state (kpjournal repair moves the damaged image to quarantine/)"
+	case len(segs) == 0:
+		return corruption, "; no image loads and the journal holds no records, so every record the image covers exists only in damaged images: restore a backup"
 	}
 	return corruption, fmt.Sprintf("; no image loads and the journal starts at index %d, so records 1..%d exist only in damaged images: restore a backup", segs[0].Start, segs[0].Start-1)
 }
