@@ -119,7 +119,7 @@ func printTorture(w io.Writer, rep *torture.Report) error {
 		{"conflicts", rep.Conflicts}, {"reads", rep.Reads}, {"cut short by a kill", rep.CutShort},
 		{"checkpoints", rep.Checkpoints}, {"backups verified", rep.BackupsVerified},
 		{"watch updates checked", rep.WatchUpdatesChecked}, {"torn tails cut", rep.TailCuts},
-		{"linearizability", fmt.Sprintf("%s (%d operations on %d keys, in %d windows)", lin.Result, lin.Operations, lin.Keys, lin.Windows)},
+		{"linearizability", fmt.Sprintf("%s (%d operations on %d keys, in %d windows of at most %d)", lin.Result, lin.Operations, lin.Keys, lin.Windows, lin.LargestWindow)},
 		{"violations", len(rep.Violations)}, {"seconds", fmt.Sprintf("%.1f", rep.Seconds)},
 	}
 	for _, r := range rows {

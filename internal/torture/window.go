@@ -15,6 +15,9 @@ type Linearizability struct {
 	Operations int    `json:"operations"`
 	Keys       int    `json:"keys"`
 	Windows    int    `json:"windows"` // key windows checked, each between two observations
+	// LargestWindow is the most operations one window held: with one
+	// window per key open at a time, what bounds the check's memory.
+	LargestWindow int `json:"largest_window"`
 	// Illegal and TimedOut name the windows as "key (cycle N)" or
 	// "key (cycles M-N)".
 	Illegal  []string `json:"illegal_windows"` // windows no linearization explains
@@ -139,6 +142,7 @@ func (c *checker) result() Linearizability {
 func (c *checker) check(key string, w *window, cycle int) string {
 	c.res.Windows++
 	c.res.Operations += len(w.ops)
+	c.res.LargestWindow = max(c.res.LargestWindow, len(w.ops))
 	name := fmt.Sprintf("%s (cycle %d)", key, cycle)
 	if w.since < cycle {
 		name = fmt.Sprintf("%s (cycles %d-%d)", key, w.since, cycle)

@@ -240,7 +240,8 @@ func TestCheckerHoldsOneWindow(t *testing.T) {
 		}
 	}
 	res := c.result()
-	if res.Result != "ok" || res.Windows != cycles*len(keys) || res.Operations != cycles*len(keys)*(perKey+1) || res.Keys != len(keys) {
+	if res.Result != "ok" || res.Windows != cycles*len(keys) || res.Operations != cycles*len(keys)*(perKey+1) ||
+		res.Keys != len(keys) || res.LargestWindow != perKey+1 {
 		t.Fatalf("result %+v", res)
 	}
 }
