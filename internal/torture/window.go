@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -95,12 +96,7 @@ func (c *checker) observe(cycle int, o porcupine.Operation) string {
 // violations.
 func (c *checker) close(cycle int) []string {
 	var v []string
-	keys := make([]string, 0, len(c.windows))
-	for k := range c.windows {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.windows)) {
 		w := c.windows[k]
 		c.windows[k] = &window{start: w.start, since: cycle + 1}
 		if len(w.ops) == 0 {
@@ -156,14 +152,16 @@ func (c *checker) check(key string, w *window, cycle int) string {
 		return ""
 	}
 	c.res.Illegal = append(c.res.Illegal, name)
-	return fmt.Sprintf("cycle %d: the history of %s is not linearizable: %s", cycle, name, explain(m, w))
+	return fmt.Sprintf("cycle %d: the history of %s is not linearizable: %s", cycle, name, explain(m, w, c.timeout))
 }
 
 // explain says where the check got stuck: the longest order of the
 // window's operations the model accepts, and the operation that must come
-// next (the unexplained one that returned first) but cannot.
-func explain(m porcupine.Model, w *window) string {
-	_, info := porcupine.CheckOperationsVerbose(m, w.ops, 0)
+// next (the unexplained one that returned first) but cannot. The search
+// runs again, recording partial orders, only for a window already found
+// illegal.
+func explain(m porcupine.Model, w *window, timeout time.Duration) string {
+	_, info := porcupine.CheckOperationsVerbose(m, w.ops, timeout)
 	var longest []int
 	for _, p := range info.PartialLinearizations()[0] {
 		if len(p) > len(longest) || len(p) == len(longest) && slices.Compare(p, longest) < 0 {
