@@ -19,10 +19,12 @@ and renewing TTL leases, a watcher checking every update's watch_sequence and re
 and online backups. After each kill kpjournal reopens the store and checks that Open succeeds, that
 no torn-tail cut reached an acknowledged record, that every acknowledged write is present or
 superseded and every unexpired acknowledged lease present, that no revision went back, and that the
-newest reported backup loads. At the end the history of the hot keys across every restart (reads,
-writes, and the operations kills cut short) is checked for linearizability with porcupine. Prints the
-cycles, kills, acknowledged writes and every violation; exits 1 if there is any. DIR must not already
-hold a store: the command builds its own there and leaves it for the other commands to inspect.`
+newest reported backup loads. The history of the hot keys across every restart (reads, writes, and
+the operations kills cut short) is checked for linearizability with porcupine, window by window: the
+reads kpjournal makes after each reopen, with no child running, close one window and start the next,
+so memory stays bounded by one cycle's operations however many cycles run. Prints the cycles, kills,
+acknowledged writes and every violation; exits 1 if there is any. DIR must not already hold a store:
+the command builds its own there and leaves it for the other commands to inspect.`
 
 // Environment of the child role: kpjournal re-executed by torture runs
 // the workload instead of a command when these are set.
@@ -117,7 +119,7 @@ func printTorture(w io.Writer, rep *torture.Report) error {
 		{"conflicts", rep.Conflicts}, {"reads", rep.Reads}, {"cut short by a kill", rep.CutShort},
 		{"checkpoints", rep.Checkpoints}, {"backups verified", rep.BackupsVerified},
 		{"watch updates checked", rep.WatchUpdatesChecked}, {"torn tails cut", rep.TailCuts},
-		{"linearizability", fmt.Sprintf("%s (%d operations on %d keys)", lin.Result, lin.Operations, lin.Keys)},
+		{"linearizability", fmt.Sprintf("%s (%d operations on %d keys, in %d windows of at most %d)", lin.Result, lin.Operations, lin.Keys, lin.Windows, lin.LargestWindow)},
 		{"violations", len(rep.Violations)}, {"seconds", fmt.Sprintf("%.1f", rep.Seconds)},
 	}
 	for _, r := range rows {
@@ -127,7 +129,7 @@ func printTorture(w io.Writer, rep *torture.Report) error {
 		return err
 	}
 	if len(lin.TimedOut) > 0 {
-		fmt.Fprintf(w, "\nthe linearizability check timed out on keys %v\n", lin.TimedOut)
+		fmt.Fprintf(w, "\nthe linearizability check timed out on %v\n", lin.TimedOut)
 	}
 	for _, v := range rep.Violations {
 		if _, err := fmt.Fprintf(w, "VIOLATION: %s\n", v); err != nil {

@@ -42,6 +42,11 @@ func TestTortureShort(t *testing.T) {
 	if lin := rep.Linearizable; lin.Result != "ok" || lin.Operations < rep.AcknowledgedWrites+rep.Reads {
 		t.Fatalf("linearizability %+v over %d writes and %d reads", lin, rep.AcknowledgedWrites, rep.Reads)
 	}
+	// Checked window by window: every cycle's reads after the reopen closed
+	// one window per key.
+	if lin := rep.Linearizable; lin.Keys == 0 || lin.Windows != rep.Cycles*lin.Keys {
+		t.Fatalf("linearizability %+v: want one window per key and cycle (%d cycles)", lin, rep.Cycles)
+	}
 	// The store it leaves behind verifies clean with the other commands.
 	if code, out, errs := kp(t, "verify", "--dir", dir); code != exitOK {
 		t.Fatalf("verify after torture: exit %d\n%s\n%s", code, out, errs)

@@ -30,6 +30,37 @@
 // applied, and a read of every key at each reopen) must be linearizable
 // against a register-with-revisions model, which porcupine checks per key.
 //
+// The history is checked in windows, so memory is bounded by one cycle's
+// operations rather than the run's (a 1,000-cycle run has millions). The
+// parent reads every key before the first cycle and after each reopen, with
+// no child running: a definite observation. A key's window is its
+// operations between two observations; porcupine checks it from the state
+// the first showed, with the second as its last operation, and the window
+// is dropped. This is exactly the check of the whole history, not a weaker
+// one:
+//
+//   - Every operation of a cycle lies between two observations in real
+//     time: the child starts after the parent's reads returned, and its
+//     operations return, or are cut short, before the kill, which precedes
+//     the next reads. Linearizability respects real-time order, so any
+//     linearization of the whole history places each operation inside its
+//     window and each observation between windows. In particular an
+//     operation the kill cut short may take effect anywhere up to the kill
+//     but never after the reopen: its window's closing read bounds it.
+//   - An observation fixes the register completely (absent, or one value at
+//     one revision), so every linearization passes through that one state
+//     there; the whole history is linearizable if and only if every window
+//     is from the state observed at its start. Splitting per key is sound
+//     because linearizability is local (a history is linearizable if and
+//     only if each object's subhistory is).
+//   - A read after a reopen that fails observes nothing: the key's window
+//     then runs on into the next cycle and is checked whole at the next
+//     observation. A run that stops early checks its open windows from
+//     their start with no end observed.
+//
+// A window no linearization explains is a violation naming the key, the
+// cycle and the operations where the check got stuck.
+//
 // Invariant of the package: a violation is only ever reported from evidence
 // (a line the child printed after the store answered, or a read the parent
 // made); a line cut by the kill is no evidence.

@@ -1,6 +1,8 @@
 package torture
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,7 +40,7 @@ func (e *events) line(l string) {
 		if err != nil {
 			return // a line cut by the kill
 		}
-		e.calls[op] = &porcupine.Operation{ClientId: e.clientID(), Input: c, Call: ts}
+		e.calls[op] = &porcupine.Operation{ClientId: e.clientID(), Input: c, Call: ts, Metadata: origin{Cycle: e.cycle, Op: op}}
 	case evReturn:
 		op, res, err := parseResult(f[1:])
 		o := e.calls[op]
@@ -47,7 +49,7 @@ func (e *events) line(l string) {
 		}
 		delete(e.calls, op)
 		o.Output, o.Return = res, ts
-		r.history = append(r.history, *o)
+		r.record(e.cycle, *o)
 		c := o.Input.(call)
 		e.committed(casNS, res.Rev)
 		switch {
@@ -106,9 +108,11 @@ func (e *events) acked(ns, key string, op ackedOp) {
 // finish closes the cycle at the kill: every operation still open was cut
 // short and may or may not have taken effect before killTs.
 func (e *events) finish(killTs int64) {
-	for _, o := range e.calls {
+	// In issue order, so a run's windows do not depend on map order.
+	for _, op := range slices.Sorted(maps.Keys(e.calls)) {
+		o := e.calls[op]
 		o.Output, o.Return = result{Unknown: true}, killTs
-		e.r.history = append(e.r.history, *o)
+		e.r.record(e.cycle, *o)
 		e.r.rep.CutShort++
 	}
 	e.calls = nil

@@ -2,8 +2,6 @@ package torture
 
 import (
 	"fmt"
-	"sort"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -96,60 +94,44 @@ func conflict(s register, current uint64) []register {
 	return nil
 }
 
-// model is porcupine's view of one key.
-var model = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{register{}} },
-	Step: func(state, input, output any) []any {
-		next := step(state.(register), input.(call), output.(result))
-		out := make([]any, len(next))
-		for i, n := range next {
-			out[i] = n
-		}
-		return out
-	},
-	Equal: func(a, b any) bool { return a.(register) == b.(register) },
-	DescribeOperation: func(input, output any) string {
-		return fmt.Sprintf("%v -> %v", input.(call), output.(result))
-	},
-	DescribeState: func(state any) string { return fmt.Sprintf("%+v", state.(register)) },
+// modelFrom is porcupine's view of one key whose window starts in state
+// start: the register a definite observation showed (or the empty one of a
+// store not yet written).
+func modelFrom(start register) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{start} },
+		Step: func(state, input, output any) []any {
+			next := step(state.(register), input.(call), output.(result))
+			out := make([]any, len(next))
+			for i, n := range next {
+				out[i] = n
+			}
+			return out
+		},
+		Equal: func(a, b any) bool { return a.(register) == b.(register) },
+		DescribeOperation: func(input, output any) string {
+			return fmt.Sprintf("%v -> %v", input.(call), output.(result))
+		},
+		DescribeState: func(state any) string { return state.(register).String() },
+	}
+	return nm.ToModel()
 }
 
-// Linearizability is the outcome of the history check.
-type Linearizability struct {
-	Result     string   `json:"result"` // "ok", "illegal" or "unknown" (the check timed out)
-	Operations int      `json:"operations"`
-	Keys       int      `json:"keys"`
-	Illegal    []string `json:"illegal_keys"` // keys whose history no linearization explains
-	TimedOut   []string `json:"timed_out_keys"`
+// observed is the register a definite read shows: absent, or present with
+// the value and revision it returned.
+func observed(r result) register {
+	if r.Code == codeOK {
+		return register{Exists: true, Value: r.Value, Rev: r.Rev}
+	}
+	return register{}
 }
 
-// checkHistory checks each key's operations with porcupine.
-func checkHistory(ops []porcupine.Operation, timeout time.Duration) Linearizability {
-	byKey := map[string][]porcupine.Operation{}
-	for _, o := range ops {
-		k := o.Input.(call).Key
-		byKey[k] = append(byKey[k], o)
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	res := Linearizability{Result: "ok", Operations: len(ops), Keys: len(keys), Illegal: []string{}, TimedOut: []string{}}
-	m := model.ToModel()
-	for _, k := range keys {
-		switch porcupine.CheckOperationsTimeout(m, byKey[k], timeout) {
-		case porcupine.Illegal:
-			res.Illegal = append(res.Illegal, k)
-		case porcupine.Unknown:
-			res.TimedOut = append(res.TimedOut, k)
-		}
-	}
+func (s register) String() string {
 	switch {
-	case len(res.Illegal) > 0:
-		res.Result = "illegal"
-	case len(res.TimedOut) > 0:
-		res.Result = "unknown"
+	case !s.Exists:
+		return "absent"
+	case s.Rev == 0:
+		return fmt.Sprintf("%s at a revision not known yet", s.Value)
 	}
-	return res
+	return fmt.Sprintf("%s@%d", s.Value, s.Rev)
 }

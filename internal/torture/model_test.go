@@ -1,10 +1,6 @@
 package torture
 
-import (
-	"testing"
-
-	"github.com/anishathalye/porcupine"
-)
+import "testing"
 
 func put(key, value string, expect int64) call {
 	return call{Kind: opPut, Key: key, Expect: expect, Value: value}
@@ -67,60 +63,6 @@ func TestStep(t *testing.T) {
 				if got[i] != c.want[i] {
 					t.Fatalf("step(%+v, %v, %v) = %+v, want %+v", c.s, c.c, c.r, got, c.want)
 				}
-			}
-		})
-	}
-}
-
-// op builds a history operation over [call, ret].
-func op(c call, r result, callTs, ret int64) porcupine.Operation {
-	return porcupine.Operation{Input: c, Output: r, Call: callTs, Return: ret}
-}
-
-// TestCheckHistory: whole histories across a restart, as Run builds them.
-func TestCheckHistory(t *testing.T) {
-	cases := []struct {
-		name string
-		ops  []porcupine.Operation
-		want string
-	}{
-		{"acknowledged write read back after the restart", []porcupine.Operation{
-			op(put("k", "a", 0), ok(1, ""), 1, 2),
-			op(get("k"), ok(1, "a"), 10, 11),
-		}, "ok"},
-		{"acknowledged write lost in the restart", []porcupine.Operation{
-			op(put("k", "a", 0), ok(1, ""), 1, 2),
-			op(get("k"), notFound, 10, 11),
-		}, "illegal"},
-		{"write cut short by the kill, lost", []porcupine.Operation{
-			op(put("k", "a", 0), killed, 1, 5),
-			op(get("k"), notFound, 10, 11),
-		}, "ok"},
-		{"write cut short by the kill, kept", []porcupine.Operation{
-			op(put("k", "a", 0), killed, 1, 5),
-			op(get("k"), ok(3, "a"), 10, 11),
-			op(put("k", "b", 3), ok(4, ""), 12, 13),
-		}, "ok"},
-		{"a restart brings back an older value", []porcupine.Operation{
-			op(put("k", "a", 0), ok(1, ""), 1, 2),
-			op(put("k", "b", 1), ok(2, ""), 3, 4),
-			op(get("k"), ok(1, "a"), 10, 11),
-		}, "illegal"},
-		{"two compare-and-sets from one revision both succeed", []porcupine.Operation{
-			op(put("k", "a", 0), ok(1, ""), 1, 2),
-			op(put("k", "b", 1), ok(2, ""), 3, 6),
-			op(put("k", "c", 1), ok(3, ""), 4, 7),
-		}, "illegal"},
-		{"concurrent compare-and-sets, one conflicts", []porcupine.Operation{
-			op(put("k", "a", 0), ok(1, ""), 1, 2),
-			op(put("k", "b", 1), ok(2, ""), 3, 6),
-			op(put("k", "c", 1), conflictAt(2), 4, 7),
-		}, "ok"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := checkHistory(c.ops, 0); got.Result != c.want {
-				t.Fatalf("check: %+v, want %s", got, c.want)
 			}
 		})
 	}
