@@ -60,10 +60,21 @@ func (o *outbox) pushLocked(m *pb.ServerMessage) {
 	o.q = append(o.q, m)
 }
 
-// reply queues an answer, waiting for room. queued, if not nil, runs once
-// the answer is accepted and before it can be sent, so that the request
-// leaves flight before the client can see its answer.
+// reply queues an answer, waiting for room, or sends it on the calling
+// goroutine when nothing is queued or being sent. queued, if not nil, runs
+// once the answer is accepted and before it can be sent, so that the
+// request leaves flight before the client can see its answer.
 func (o *outbox) reply(m *pb.ServerMessage, queued func()) error {
+	return o.accept(m, queued, true)
+}
+
+// queue is reply for a goroutine that must not block on the connection:
+// the answer always goes through the queue to the writer goroutine.
+func (o *outbox) queue(m *pb.ServerMessage, queued func()) error {
+	return o.accept(m, queued, false)
+}
+
+func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool) error {
 	o.mu.Lock()
 	for !o.closed && o.lenLocked() >= o.limit {
 		o.room.Wait()
@@ -75,7 +86,7 @@ func (o *outbox) reply(m *pb.ServerMessage, queued func()) error {
 	if queued != nil {
 		queued()
 	}
-	if o.sending || o.lenLocked() > 0 {
+	if !direct || o.sending || o.lenLocked() > 0 {
 		o.pushLocked(m)
 		o.mu.Unlock()
 		return nil
