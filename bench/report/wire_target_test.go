@@ -6,7 +6,7 @@ import (
 	"github.com/keeppeek/statestore/bench/harness"
 )
 
-func TestwireTarget(t *testing.T) {
+func TestWireTarget(t *testing.T) {
 	tests := []struct {
 		name    string
 		results []harness.Result
