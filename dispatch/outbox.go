@@ -47,7 +47,9 @@ func newOutbox(limit, margin int, send func(*pb.ServerMessage) error, onFail fun
 func (o *outbox) lenLocked() int { return len(o.q) - o.head }
 
 func (o *outbox) pushLocked(m *pb.ServerMessage) {
-	if o.lenLocked() == 0 {
+	if o.lenLocked() == 0 && !o.sending {
+		// The writer waits for this; a sender holding the token wakes it
+		// when done (sent).
 		o.ready.Signal()
 	}
 	if o.head > 0 && o.head >= len(o.q)/2 {
@@ -108,7 +110,11 @@ func (o *outbox) sent(err error) {
 		o.room.Broadcast()
 		defer o.onFail()
 	}
-	o.ready.Broadcast()
+	if o.closed || o.lenLocked() > 0 {
+		// Only then has the writer anything to do: waking it after every
+		// direct send would cost a goroutine wake-up per answer.
+		o.ready.Broadcast()
+	}
 	o.mu.Unlock()
 }
 

@@ -46,19 +46,20 @@ func alternateRounds(n, roundSize int, sides [2]*pairedSide) error {
 				sd.enter()
 			}
 			round.Reset()
-			// A region per round lets --trace attribute the scheduler's
-			// events to the side that was running.
-			region := trace.StartRegion(context.Background(), sd.name)
 			start := time.Now()
 			for i := range size {
 				t0 := time.Now()
-				if err := sd.op(done + i); err != nil {
+				// A region per operation lets --trace attribute the
+				// scheduler's events to the side and the operation.
+				region := trace.StartRegion(context.Background(), sd.name)
+				err := sd.op(done + i)
+				region.End()
+				if err != nil {
 					return fmt.Errorf("%s: op %d: %w", sd.name, done+i, err)
 				}
 				round.Record(time.Since(t0))
 			}
 			sd.busy += time.Since(start)
-			region.End()
 			sd.ops += size
 			sd.lat.Merge(round)
 			sd.roundP50 = append(sd.roundP50, round.Percentile(50))
