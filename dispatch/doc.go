@@ -13,8 +13,9 @@
 //     revision it produced, WatchState with the snapshot, UnwatchState with
 //     ok, WatchStateAck with a StateWatchAckResult, any failure with a
 //     StateStoreError naming the field or bound. Requests of one session run
-//     concurrently (at most Options.MaxInFlight at once), so answers come in
-//     completion order; correlate by request_id.
+//     concurrently (at most Options.MaxInFlight at once; when all are
+//     running, the next frame is not read until one finishes), so answers
+//     come in completion order; correlate by request_id.
 //   - A watch's snapshot answer is sent before any of its updates, its
 //     updates follow in commit order with watch_sequence 1, 2, 3, ..., and a
 //     StateStoreWatchClosed is its last message: the store's watch registry
@@ -47,6 +48,37 @@
 //	request_id equal to one still in flight   StateStoreResult{request_id 0, INVALID_ARGUMENT,
 //	  (its answer not yet queued)               field "request_id", the id in the message};
 //	                                            nothing runs, the first request is unaffected
+//
+// What runs where. A session has these goroutines, and no others:
+//
+//   - the reader: one goroutine at a time receives frames and checks each
+//     envelope (request kind, request_id, a free slot). It answers what
+//     fails the checks itself, through the outbound queue: it never writes
+//     to the connection, so a peer that writes before it reads (over an
+//     unbuffered pipe, say) cannot stall the reading behind its own unread
+//     answer.
+//   - the request's goroutine: a request that passed the checks runs on the
+//     goroutine that read it, which first hands the reading to another
+//     goroutine. So a request starts without waiting for a goroutine to be
+//     scheduled (the reader's hand-off happens beside the request, not
+//     before it), and the next frame is still read at once: an ack, a get or an unwatch
+//     is answered while a put of the same session waits for its fdatasync,
+//     and a reused request_id is refused while the first is in flight.
+//     Every kind runs this way, the fast ones (get, ack, unwatch) too:
+//     running one on the reader would save the hand-off but make the
+//     reader send its answer, which the previous point rules out.
+//   - spares: a goroutine whose request is answered parks, two per
+//     session at most, and takes the reading over at a later hand-off; a
+//     fresh goroutine per request would grow its stack to the store's
+//     depth each time. Spares end with the session.
+//   - the writer: sends what is queued, in order. An answer that finds the
+//     queue empty and nobody sending is sent by its request's goroutine,
+//     saving a hand-off; the sending token keeps one sender at a time, so
+//     answers, snapshots, updates and closures still leave in the order
+//     they were queued.
+//   - Serve's own goroutine waits for the reading to end, then ends the
+//     session; it runs no request, so a failed connection ends the session
+//     even while a request is still running.
 //
 // request_id 0 is reserved for answers that cannot be attributed to a
 // request. Client messages carry no enum fields, so unknown enum values can

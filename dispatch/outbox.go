@@ -47,7 +47,9 @@ func newOutbox(limit, margin int, send func(*pb.ServerMessage) error, onFail fun
 func (o *outbox) lenLocked() int { return len(o.q) - o.head }
 
 func (o *outbox) pushLocked(m *pb.ServerMessage) {
-	if o.lenLocked() == 0 {
+	if o.lenLocked() == 0 && !o.sending {
+		// The writer waits for this; a sender holding the token wakes it
+		// when done (sent).
 		o.ready.Signal()
 	}
 	if o.head > 0 && o.head >= len(o.q)/2 {
@@ -60,10 +62,21 @@ func (o *outbox) pushLocked(m *pb.ServerMessage) {
 	o.q = append(o.q, m)
 }
 
-// reply queues an answer, waiting for room. queued, if not nil, runs once
-// the answer is accepted and before it can be sent, so that the request
-// leaves flight before the client can see its answer.
+// reply queues an answer, waiting for room, or sends it on the calling
+// goroutine when nothing is queued or being sent. queued, if not nil, runs
+// once the answer is accepted and before it can be sent, so that the
+// request leaves flight before the client can see its answer.
 func (o *outbox) reply(m *pb.ServerMessage, queued func()) error {
+	return o.accept(m, queued, true)
+}
+
+// queue is reply for a goroutine that must not block on the connection:
+// the answer always goes through the queue to the writer goroutine.
+func (o *outbox) queue(m *pb.ServerMessage, queued func()) error {
+	return o.accept(m, queued, false)
+}
+
+func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool) error {
 	o.mu.Lock()
 	for !o.closed && o.lenLocked() >= o.limit {
 		o.room.Wait()
@@ -75,7 +88,7 @@ func (o *outbox) reply(m *pb.ServerMessage, queued func()) error {
 	if queued != nil {
 		queued()
 	}
-	if o.sending || o.lenLocked() > 0 {
+	if !direct || o.sending || o.lenLocked() > 0 {
 		o.pushLocked(m)
 		o.mu.Unlock()
 		return nil
@@ -97,7 +110,11 @@ func (o *outbox) sent(err error) {
 		o.room.Broadcast()
 		defer o.onFail()
 	}
-	o.ready.Broadcast()
+	if o.closed || o.lenLocked() > 0 {
+		// Only then has the writer anything to do: waking it after every
+		// direct send would cost a goroutine wake-up per answer.
+		o.ready.Broadcast()
+	}
 	o.mu.Unlock()
 }
 

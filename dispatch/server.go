@@ -101,7 +101,7 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ss := &session{srv: s, p: p, ctx: ctx, inflight: make(map[uint64]struct{}),
-		slots: make(chan struct{}, s.opts.MaxInFlight)}
+		slots: make(chan struct{}, s.opts.MaxInFlight), readDone: make(chan error, 1), readTurn: make(chan struct{})}
 	ss.idle.L = &ss.mu
 	margin := s.opts.MaxInFlight
 	if s.store != nil {
@@ -133,7 +133,13 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 		}
 	}
 
-	readErr := ss.read(conn)
+	// The reading moves from goroutine to goroutine (see read), and its
+	// result comes back from whichever reads last. Serve's own goroutine
+	// stays free to end the session when the input fails while a request
+	// is still running.
+	ss.threads.Add(1)
+	go ss.read(conn)
+	readErr := <-ss.readDone
 	graceful := readErr == nil || isProtocolError(readErr)
 	if graceful {
 		// Answer what is running, and deliver the snapshots of watches
@@ -152,8 +158,8 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	}
 	ss.out.close(!graceful)
 	werr := <-writerDone
-	cancel() // unblocks a request waiting in the store, and closes conn
-	ss.wg.Wait()
+	cancel() // unblocks a request waiting in the store, dismisses the spare goroutines, and closes conn
+	ss.threads.Wait()
 	conn.Close()
 	switch {
 	case readErr != nil:
@@ -177,46 +183,126 @@ type session struct {
 	st     *statestore.Session // nil when refuse is set
 	refuse error               // answers every request when set
 	out    *outbox
-	slots  chan struct{} // one per running request
-	wg     sync.WaitGroup
+	slots  chan struct{}  // one per running request
+	wg     sync.WaitGroup // running requests
+	// threads counts the session's goroutines but Serve's and the writer:
+	// the reader, the requests' and the spares.
+	threads sync.WaitGroup
+	// readDone receives the reading's result (see read) once.
+	readDone chan error
+	// readTurn hands the reading to a spare goroutine (see park).
+	readTurn chan struct{}
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when inflight loses an id
 	inflight map[uint64]struct{}
+	spares   int // goroutines parked in park
 }
 
-// read receives and starts requests until the input ends. It returns nil at
-// a clean end of input, a *ProtocolError when the input broke the framing,
-// or the receive error otherwise (the connection failed or was closed).
-func (ss *session) read(conn Conn) error {
+// maxSpares bounds the goroutines a session keeps parked for the next
+// hand-off of the reading. A serial client needs two: its next request
+// arrives as soon as the answer is sent, often before the goroutine that
+// sent it has parked, and then the one parked before is there to take the
+// reading (with one, about one request in ten started a goroutine). More
+// would only hold stacks for bursts.
+const maxSpares = 2
+
+// read is the body of the session's goroutines other than Serve's and
+// the writer. It receives requests until the input ends, then sends the
+// result to readDone: nil at a clean end of input, a *ProtocolError when
+// the input broke the framing, or the receive error otherwise (the
+// connection failed or was closed). One goroutine reads at a time.
+//
+// A request that has to run (it passed the envelope checks and got a slot)
+// runs on the goroutine that read it, after handing the reading to another
+// goroutine: the request starts without waiting for a goroutine to be
+// scheduled, and the session still reads its next frame at once, so a
+// request never waits behind another one of its session (an ack is
+// answered while a put of the same session waits for its fdatasync). The
+// goroutine then parks as a spare to take the reading over at the next
+// hand-off: a goroutine started per request would grow a fresh stack to
+// the store's depth every time.
+func (ss *session) read(conn Conn) {
+	defer ss.threads.Done()
 	for {
 		m, err := conn.Recv()
 		var de *framing.DecodeError
 		var fe *framing.FrameSizeError
 		switch {
 		case err == nil:
-			ss.start(m)
+			if id, ok := ss.admit(m); ok {
+				ss.passReading(conn)
+				ss.execute(id, m)
+				if !ss.park() {
+					return
+				}
+			}
 			continue
 		case errors.As(err, &de):
 			ss.answer(invalidArgument(0, "frame", "%v", err))
 			continue
 		case errors.Is(err, io.EOF):
-			return nil
+			err = nil
 		case ss.ctx.Err() != nil:
-			return ss.ctx.Err()
+			err = ss.ctx.Err()
 		case errors.As(err, &fe), errors.Is(err, framing.ErrBadPrefix):
 			ss.answer(invalidArgument(0, "frame", "%v; the stream cannot be resynchronised, so the session ends", err))
-			return &ProtocolError{Err: err}
+			err = &ProtocolError{Err: err}
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			return &ProtocolError{Err: err}
+			err = &ProtocolError{Err: err}
+		default:
+			err = fmt.Errorf("dispatch: receive: %w", err)
 		}
-		return fmt.Errorf("dispatch: receive: %w", err)
+		ss.readDone <- err
+		return
 	}
 }
 
-// answer queues an answer; it fails only when the session is ending, and
-// then nobody is left to read it.
-func (ss *session) answer(m *pb.ServerMessage) { _ = ss.out.reply(m, nil) }
+// passReading makes another goroutine the reader: a spare if one is
+// parked, else a new one.
+func (ss *session) passReading(conn Conn) {
+	select {
+	case ss.readTurn <- struct{}{}:
+		// The spare is the reader now. Counting it out here, not when it
+		// wakes, leaves room for this goroutine to park once its request
+		// is answered.
+		ss.mu.Lock()
+		ss.spares--
+		ss.mu.Unlock()
+	default:
+		ss.threads.Add(1)
+		go ss.read(conn)
+	}
+}
+
+// park waits, as one of at most maxSpares spares, for the reading to be
+// handed over, and reports whether it was; false when there are spares
+// enough or the session is ending, and the goroutine should end.
+func (ss *session) park() bool {
+	ss.mu.Lock()
+	if ss.spares >= maxSpares {
+		ss.mu.Unlock()
+		return false
+	}
+	ss.spares++
+	ss.mu.Unlock()
+	select {
+	case <-ss.readTurn:
+		return true // passReading counted it out
+	case <-ss.ctx.Done():
+		ss.mu.Lock()
+		ss.spares--
+		ss.mu.Unlock()
+		return false
+	}
+}
+
+// answer queues an answer of the reading goroutine for the writer: the
+// reader never writes to the connection itself, so a peer that writes
+// without reading cannot hold up the reading behind its own unread answer.
+// It fails only when the session is ending, and then nobody is left to read
+// it.
+func (ss *session) answer(m *pb.ServerMessage) { _ = ss.out.queue(m, nil) }
 
 // requestID returns the request_id of m, and false when no request is set.
 func requestID(m *pb.ClientMessage) (uint64, bool) {
@@ -237,17 +323,18 @@ func requestID(m *pb.ClientMessage) (uint64, bool) {
 	return 0, false
 }
 
-// start checks the envelope and runs the request in its own goroutine once
-// a slot is free.
-func (ss *session) start(m *pb.ClientMessage) {
+// admit checks the envelope of m and answers what cannot run. It reports
+// true when m is a request to run: its id is then in flight, it holds a
+// slot, and execute must run it. Waiting for a slot stops the reading.
+func (ss *session) admit(m *pb.ClientMessage) (uint64, bool) {
 	id, ok := requestID(m)
 	switch {
 	case !ok:
 		ss.answer(invalidArgument(0, "message", "the ClientMessage carries no request this server knows"))
-		return
+		return 0, false
 	case id == 0:
 		ss.answer(invalidArgument(0, "request_id", "request_id must be nonzero"))
-		return
+		return 0, false
 	}
 	ss.mu.Lock()
 	_, busy := ss.inflight[id]
@@ -257,28 +344,33 @@ func (ss *session) start(m *pb.ClientMessage) {
 	ss.mu.Unlock()
 	if busy {
 		ss.answer(invalidArgument(0, "request_id", "request_id %d is already in flight on this session", id))
-		return
+		return 0, false
 	}
 	if ss.refuse != nil {
-		ss.reply(id, errorMessage(id, ss.refuse))
-		return
+		if ss.out.queue(errorMessage(id, ss.refuse), func() { ss.release(id) }) != nil {
+			ss.release(id)
+		}
+		return 0, false
 	}
 	select {
 	case ss.slots <- struct{}{}:
 	case <-ss.ctx.Done():
 		ss.release(id)
-		return
+		return 0, false
 	}
 	ss.wg.Add(1)
-	go func() {
-		defer func() {
-			<-ss.slots
-			ss.wg.Done()
-		}()
-		if m := ss.run(id, m); m != nil {
-			ss.reply(id, m)
-		}
+	return id, true
+}
+
+// execute runs an admitted request, answers it and frees its slot.
+func (ss *session) execute(id uint64, m *pb.ClientMessage) {
+	defer func() {
+		<-ss.slots
+		ss.wg.Done()
 	}()
+	if m := ss.run(id, m); m != nil {
+		ss.reply(id, m)
+	}
 }
 
 // reply queues the answer to request id and ends its flight.

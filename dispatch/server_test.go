@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -16,7 +15,6 @@ import (
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/dispatch"
 	"github.com/keeppeek/statestore/framing"
-	"github.com/keeppeek/statestore/internal/fault"
 	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
 )
 
@@ -179,24 +177,14 @@ func TestReusedInFlightRequestID(t *testing.T) {
 	c := dial(t, dispatch.New(s, dispatch.Options{}), alice)
 	wantEntry(t, c.call(putReq(1, "user/alice", "k", doc("a"), nil, 0)), 1)
 
-	// The first sync after this point blocks until release.
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	var once sync.Once
-	restore := fault.SetSync(func(string) error {
-		once.Do(func() {
-			entered <- struct{}{}
-			<-release
-		})
-		return nil
-	})
-	defer restore()
+	entered, release := stallNextSync(t)
 	c.send(putReq(7, "user/alice", "k", doc("b"), nil, 0))
 	<-entered
 	e := wantError(t, c.call(getReq(7, "user/alice", "k")), 0, codeInvalidArgument, "request_id")
 	if !strings.Contains(e.GetMessage(), "7") {
 		t.Fatalf("the refusal %q does not name the id", e.GetMessage())
 	}
-	close(release)
+	release()
 	if got := wantEntry(t, c.next(), 7); !bytes.Equal(got.GetDocument(), doc("b")) {
 		t.Fatalf("the first request 7 was answered with %v", got)
 	}

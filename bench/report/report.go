@@ -88,7 +88,7 @@ func writeMarkdown(w io.Writer, run Run, results []harness.Result) error {
 	}
 	fmt.Fprintf(&b, "\n## Targets (ratios within this run)\n\n")
 	fmt.Fprintf(&b, "| target | measured | verdict |\n|---|---|---|\n")
-	for _, t := range Targets(results) {
+	for _, t := range append(Targets(results), wireTarget(results)) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, t.Verdict())
 	}
 	fmt.Fprintf(&b, "\n## Figures\n\n")

@@ -23,6 +23,8 @@
 //	--only LIST          run only these workloads, by name
 //	--list               print the workload names and exit
 //	--cpuprofile FILE    write a CPU profile of the run to FILE
+//	--trace FILE         write an execution trace of the run to FILE (go tool
+//	                     trace): where a workload's goroutines wait and wake
 //	--report DIR         write DIR/BENCHMARKS.md with tables, targets, machine
 //	                     and versions, and DIR/benchmarks/*.svg figures; run
 //	                     from the repository root with --report . to
@@ -101,6 +103,7 @@ func run(args []string) error {
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/benchmarks/ (SVG figures, results.json) for this run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
+	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -150,6 +153,13 @@ func run(args []string) error {
 			pprof.StopCPUProfile()
 			f.Close()
 		}()
+	}
+	if *traceFile != "" {
+		stop, err := startTrace(*traceFile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	root, err := os.MkdirTemp(*dir, "qualify-")
 	if err != nil {

@@ -32,43 +32,38 @@ const scrapeEvery = 100 * time.Millisecond
 // cost is in every durable_cas row; what an embedder turns on is a
 // registry that scrapes them. Two stores each run the durable_cas workload
 // (env.Ops compare-and-sets over 127 owners), in alternating rounds of one
-// write per owner, each side first in every other round, so that disk
-// drift and ordering during the run fall on both alike;
+// write per owner (alternateRounds);
 // while the scraped store's rounds run, another goroutine scrapes its
 // collector through promhttp (Stats, then text encoding) every
 // scrapeEvery. Rows: durable_cas_metrics (scraped) and
 // durable_cas_unscraped (the same writes, nobody scraping), whose p50
 // ratio is in the scraped row's note.
 func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
-	type side struct {
-		name   string
-		s      *statestore.Store
-		owners []*casOwner
-		lat    *harness.Latencies
-		ops    int
-		busy   time.Duration
-	}
-	var sides [2]*side
+	var sides [2]*pairedSide
+	var stores [2]*statestore.Store
+	var scraping atomic.Bool
 	for i, name := range []string{nameDurableCASUnscraped, nameDurableCASMetrics} {
 		s, err := openScratch(env, name, statestore.Options{})
 		if err != nil {
 			return nil, err
 		}
 		defer s.Close()
-		sides[i] = &side{name: name, s: s, owners: newOwners(casKeys), lat: harness.NewLatencies(env.Ops)}
+		owners := newOwners(casKeys)
+		scrape := i == 1
+		stores[i] = s
+		sides[i] = &pairedSide{name: name, op: func(i int) error { return owners[i%casKeys].cas(s) },
+			enter: func() { scraping.Store(scrape) }}
 	}
-	scraped := sides[1]
 
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(promstats.ForStore(scraped.s)); err != nil {
+	if err := reg.Register(promstats.ForStore(stores[1])); err != nil {
 		return nil, err
 	}
 	handler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.PanicOnError})
 	var (
-		scraping atomic.Bool
-		scrapes  atomic.Int64
-		quit     = make(chan struct{})
-		wg       sync.WaitGroup
+		scrapes atomic.Int64
+		quit    = make(chan struct{})
+		wg      sync.WaitGroup
 	)
 	wg.Add(1)
 	go func() {
@@ -96,37 +91,15 @@ func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
 		wg.Wait()
 	}()
 
-	for k, done := 0, 0; done < env.Ops; k++ {
-		round := min(casKeys, env.Ops-done)
-		// Each side goes first in every other round: the side that runs
-		// second always follows the other store's fdatasync.
-		order := sides
-		if k%2 == 1 {
-			order = [2]*side{sides[1], sides[0]}
-		}
-		for _, sd := range order {
-			scraping.Store(sd == scraped)
-			start := time.Now()
-			for i := range round {
-				t0 := time.Now()
-				if err := sd.owners[(done+i)%casKeys].cas(sd.s); err != nil {
-					return nil, fmt.Errorf("%s: op %d: %w", sd.name, done+i, err)
-				}
-				sd.lat.Record(time.Since(t0))
-			}
-			sd.busy += time.Since(start)
-			sd.ops += round
-		}
-		done += round
-	}
+	err := alternateRounds(env.Ops, casKeys, sides)
 	scraping.Store(false)
+	if err != nil {
+		return nil, err
+	}
 
 	out := make([]harness.Result, len(sides))
 	for i, sd := range sides {
-		r := harness.Result{Name: sd.name, Writers: 1, OpsPerS: float64(sd.ops) / sd.busy.Seconds()}
-		sd.lat.Fill(&r)
-		r.Note = fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sd.ops, casKeys, harness.DocBytes, sides[1-i].name)
-		out[i] = r
+		out[i] = sd.result(fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sd.ops, casKeys, harness.DocBytes, sides[1-i].name))
 	}
 	m := &out[1]
 	if n := scrapes.Load(); n == 0 {

@@ -20,6 +20,10 @@ import (
 const (
 	nameWireCAS    = "wire_cas"
 	nameWireFanout = "wire_fanout"
+	// nameWireCASPaired and nameDurableCASPaired are the rows of the
+	// workload that judges wire_cas: the two run in alternating rounds.
+	nameWireCASPaired    = "wire_cas_paired"
+	nameDurableCASPaired = "durable_cas_paired"
 )
 
 // wireSession is the client end of one dispatcher session over the
@@ -51,49 +55,112 @@ func (w *wireSession) call(m *pb.ClientMessage) (*pb.ServerMessage, error) {
 	return w.conn.Recv()
 }
 
-// runWireCAS is durable_cas through the wire: each of the 127 owners has
-// its own session (dispatcher + framing over a pipe) and compare-and-sets
-// its document in turn; timed from the request's send to its answer's
+// wireCAS is the client side of the wire_cas workload: each of the 127
+// owners has its own session (dispatcher + framing over a pipe) and
+// compare-and-sets its document in turn.
+type wireCAS struct {
+	owners   []*casOwner
+	sessions []*wireSession
+	id       uint64
+}
+
+func newWireCAS(srv *dispatch.Server) *wireCAS {
+	c := &wireCAS{owners: newOwners(casKeys), sessions: make([]*wireSession, casKeys)}
+	for i, o := range c.owners {
+		c.sessions[i] = dialWire(srv, o.p)
+	}
+	return c
+}
+
+// op is the i-th compare-and-set, from the request's send to its answer's
 // decode.
+func (c *wireCAS) op(i int) error {
+	o := c.owners[i%casKeys]
+	c.id++
+	// expected_revision 0 on the first round is create-only, as in cas.
+	req := &pb.PutState{RequestId: c.id, Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, ExpectedRevision: &o.rev}
+	m, err := c.sessions[i%casKeys].call(&pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: req}})
+	if err != nil {
+		return err
+	}
+	res := m.GetResult()
+	if res.GetRequestId() != c.id || res.GetEntry() == nil {
+		return fmt.Errorf("request %d answered %v", c.id, m)
+	}
+	o.rev = res.GetEntry().GetRevision()
+	return nil
+}
+
+// close ends every session and returns the first failure.
+func (c *wireCAS) close() error {
+	var err error
+	for _, w := range c.sessions {
+		if cerr := w.close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+const wireCASNote = "dispatcher+framing over net.Pipe, one session per owner"
+
+// runWireCAS is durable_cas through the wire, on its own: the absolute
+// row. wire_cas_paired judges the target.
 func runWireCAS(env *Env) ([]harness.Result, error) {
 	s, err := openScratch(env, nameWireCAS, statestore.Options{})
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	srv := dispatch.New(s, dispatch.Options{})
-	owners := newOwners(casKeys)
-	sessions := make([]*wireSession, casKeys)
-	for i, o := range owners {
-		sessions[i] = dialWire(srv, o.p)
-	}
-	var id uint64
-	r, err := harness.Serial(nameWireCAS, env.Ops, func(i int) error {
-		o := owners[i%casKeys]
-		id++
-		req := &pb.PutState{RequestId: id, Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, ExpectedRevision: &o.rev}
-		m, err := sessions[i%casKeys].call(&pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: req}})
-		if err != nil {
-			return err
-		}
-		res := m.GetResult()
-		if res.GetRequestId() != id || res.GetEntry() == nil {
-			return fmt.Errorf("request %d answered %v", id, m)
-		}
-		o.rev = res.GetEntry().GetRevision()
-		return nil
-	})
-	for _, w := range sessions {
-		if cerr := w.close(); err == nil {
-			err = cerr
-		}
+	c := newWireCAS(dispatch.New(s, dispatch.Options{}))
+	r, err := harness.Serial(nameWireCAS, env.Ops, c.op)
+	if cerr := c.close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
 	r.Writers = 1
-	r.Note = fmt.Sprintf("owners=%d doc=%dB one session each, dispatcher+framing over net.Pipe", casKeys, harness.DocBytes)
+	r.Note = fmt.Sprintf("owners=%d doc=%dB %s", casKeys, harness.DocBytes, wireCASNote)
 	return []harness.Result{r}, nil
+}
+
+// runWireCASPaired measures what the wire adds to the serial durable CAS:
+// two stores, one written directly (durable_cas_paired) and one through
+// dispatcher sessions (wire_cas_paired), each env.Ops compare-and-sets in
+// alternating rounds of one write per owner (alternateRounds), so that the
+// disk's and the machine's drift falls on both; the pooled p50s judge the
+// wire_cas target, and the wire row's note gives their ratio and its
+// spread over the rounds.
+func runWireCASPaired(env *Env) ([]harness.Result, error) {
+	direct, err := openScratch(env, nameDurableCASPaired, statestore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer direct.Close()
+	wired, err := openScratch(env, nameWireCASPaired, statestore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer wired.Close()
+	owners := newOwners(casKeys)
+	c := newWireCAS(dispatch.New(wired, dispatch.Options{}))
+	sides := [2]*pairedSide{
+		{name: nameDurableCASPaired, op: func(i int) error { return owners[i%casKeys].cas(direct) }},
+		{name: nameWireCASPaired, op: c.op},
+	}
+	err = alternateRounds(env.Ops, casKeys, sides)
+	if cerr := c.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := sides[0].result(fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sides[0].ops, casKeys, harness.DocBytes, nameWireCASPaired))
+	w := sides[1].result(fmt.Sprintf("n=%d owners=%d doc=%dB %s, rounds alternating with %s; p50 ratio %.3fx, %s",
+		sides[1].ops, casKeys, harness.DocBytes, wireCASNote, nameDurableCASPaired, sides[1].lat.Percentile(50).Seconds()/sides[0].lat.Percentile(50).Seconds(),
+		spread(roundRatios(sides[1], sides[0]))))
+	return []harness.Result{d, w}, nil
 }
 
 // runWireFanout is watch_fanout with every message encoded, framed, sent
