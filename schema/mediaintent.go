@@ -244,7 +244,7 @@ func (fp *fastPath) accept(p *walker) bool {
 				return false
 			}
 		}
-		if more, ok = p.next('}', ""); !ok {
+		if more = p.comma(); !more && !p.closing('}', "") {
 			return false
 		}
 	}

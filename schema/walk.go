@@ -138,44 +138,50 @@ func (p *walker) end() bool {
 }
 
 func (p *walker) skipSpace() {
-	// Documents written by programs mostly have no white space at all, so
-	// one comparison settles the common case.
-	for p.pos < len(p.d) && p.d[p.pos] <= ' ' && jsonSpace>>p.d[p.pos]&1 != 0 {
+	for p.pos < len(p.d) && jsonSpace[p.d[p.pos]] {
 		p.pos++
 	}
 }
 
-// jsonSpace has a bit for each JSON white space byte.
-const jsonSpace = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+// jsonSpace marks the JSON white space bytes.
+var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
-// colon reads the ':' after a member name and the white space around it.
+// colon reads white space, the ':' after a member name and white space,
+// and reports whether it found the ':'; build mode's caller says what is
+// wrong. Small enough to be inlined, like comma.
 func (p *walker) colon() bool {
 	p.skipSpace()
-	if p.pos >= len(p.d) || p.d[p.pos] != ':' {
-		return p.syntax("expected ':' after a member name")
-	}
-	p.pos++
-	p.skipSpace()
-	return true
-}
-
-// next reads the ',' or the closing byte after a member or element and
-// reports whether the container goes on.
-func (p *walker) next(closing byte, what string) (more, ok bool) {
-	p.skipSpace()
-	if p.pos >= len(p.d) {
-		return false, p.syntax("")
-	}
-	switch p.d[p.pos] {
-	case ',':
+	if p.pos < len(p.d) && p.d[p.pos] == ':' {
 		p.pos++
 		p.skipSpace()
-		return true, true
-	case closing:
-		p.pos++
-		return false, true
+		return true
 	}
-	return false, p.syntax(what)
+	return false
+}
+
+// comma reads white space, a ',' and white space after a member or
+// element, and reports whether it found the ','. Small enough to be
+// inlined into the loops, which call it for every member and element.
+func (p *walker) comma() bool {
+	p.skipSpace()
+	if p.pos < len(p.d) && p.d[p.pos] == ',' {
+		p.pos++
+		p.skipSpace()
+		return true
+	}
+	return false
+}
+
+// closing reads the byte that ends a container where comma found no ','.
+func (p *walker) closing(c byte, what string) bool {
+	if p.pos >= len(p.d) {
+		return p.syntax("")
+	}
+	if p.d[p.pos] != c {
+		return p.syntax(what)
+	}
+	p.pos++
+	return true
 }
 
 // value reads the value at p.pos, which is not white space; depth is the
@@ -240,7 +246,7 @@ func (p *walker) object(depth int, paramNames bool) bool {
 	}
 	p.serial++
 	mix := p.serial * 0x9e3779b97f4a7c15
-	for more := true; more; {
+	for {
 		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
 			return false
 		}
@@ -259,11 +265,10 @@ func (p *walker) object(depth int, paramNames bool) bool {
 		if !p.s.insert(keyHash(k, p.seed)^mix) || !p.colon() || !p.value(depth+1) {
 			return false
 		}
-		if more, ok = p.next('}', ""); !ok {
-			return false
+		if !p.comma() {
+			return p.closing('}', "")
 		}
 	}
-	return true
 }
 
 // buildObject is object's build mode, from the first member name on.
@@ -275,8 +280,11 @@ func (p *walker) buildObject(depth int) bool {
 			return p.syntax("expected a member name")
 		}
 		k, _, ok := p.str()
-		if !ok || !p.colon() {
+		if !ok {
 			return false
+		}
+		if !p.colon() {
+			return p.syntax("expected ':' after a member name")
 		}
 		b.path[b.depth] = pathSeg{key: k, index: -1}
 		b.depth++
@@ -285,7 +293,7 @@ func (p *walker) buildObject(depth int) bool {
 		}
 		b.depth--
 		b.members = append(b.members, member{k, b.val})
-		if more, ok = p.next('}', "expected ',' or '}' in object"); !ok {
+		if more = p.comma(); !more && !p.closing('}', "expected ',' or '}' in object") {
 			return false
 		}
 	}
@@ -331,8 +339,7 @@ func (p *walker) array(depth int) bool {
 			b.depth--
 			a = append(a, b.val)
 		}
-		var ok bool
-		if more, ok = p.next(']', "expected ',' or ']' in array"); !ok {
+		if more = p.comma(); !more && !p.closing(']', "expected ',' or ']' in array") {
 			return false
 		}
 	}
