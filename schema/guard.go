@@ -434,10 +434,9 @@ var byteClass = func() (t [256]uint8) {
 var base64Magics = []string{"/9j/", "iVBORw0KGgo", "R0lGOD", "UklGR", "JVBERi0"}
 
 // stringProblem returns why s must not be stored, or "". It runs for every
-// string of every document on the write path, so it is a single table-driven
-// byte scan; the few bytes that can start a marker ('-' for PEM, 'v' for
-// SDP, ';' for data URIs and cookies, 'b' for Bearer and Basic) get a closer
-// look where they stand.
+// string the fast path cannot clear and every string of the full path, so
+// a short string without any of guardMarkers is cleared with a few
+// strings.IndexByte calls, and only the rest gets contentProblem's scan.
 func stringProblem(s string) string {
 	if len(s) < minGuardedString {
 		return ""
@@ -451,7 +450,10 @@ func stringProblem(s string) string {
 	return contentProblem(s)
 }
 
-// contentProblem is stringProblem's scan for everything but headers.
+// contentProblem is stringProblem's rules but the header's: a single
+// table-driven byte scan, in which the few bytes that can start a marker
+// ('-' for PEM, 'v' for SDP, ';' for data URIs and cookies, 'b' for Bearer
+// and Basic) get a closer look where they stand.
 func contentProblem(s string) string {
 	run, runStart := 0, 0
 	prev := uint8(0)
@@ -733,10 +735,11 @@ func asciiCases(c byte) []byte {
 //   - a base64 signature run (base64Magics): each signature holds a B or a
 //     G, or is "/9j/".
 //
-// FuzzGuardMarkers holds contentProblem to this list. Those bytes are rare
-// in text and strings.IndexByte finds them many bytes at a time, so most
-// strings are cleared without contentProblem's byte-by-byte scan; the JSON
-// walk even clears all strings of a document at once (guardMarks).
+// FuzzGuardFilters and TestMarkersCoverRules hold contentProblem to this
+// list. Those bytes are rare in text and strings.IndexByte finds them many
+// bytes at a time, so most strings are cleared without contentProblem's
+// byte-by-byte scan; the JSON walk even clears all strings of a document
+// at once (guardMarks).
 var guardMarkers = [numGuardMarkers]struct {
 	c      byte
 	around func(d string, j int) bool
