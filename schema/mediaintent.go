@@ -206,7 +206,7 @@ func (fp *fastPath) accept(p *walker) bool {
 		}
 		// The guard passes every name topField knows (newFastPath).
 		f := topField(k)
-		if f < 0 || seen&(1<<f) != 0 || !p.colon() {
+		if f < 0 || seen&(1<<f) != 0 || !p.separator(':') {
 			return false
 		}
 		seen |= 1 << f
@@ -244,7 +244,7 @@ func (fp *fastPath) accept(p *walker) bool {
 				return false
 			}
 		}
-		if more = p.comma(); !more && !p.closing('}', "") {
+		if more = p.separator(','); !more && !p.closing('}', "") {
 			return false
 		}
 	}

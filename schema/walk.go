@@ -146,12 +146,13 @@ func (p *walker) skipSpace() {
 // jsonSpace marks the JSON white space bytes.
 var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
-// colon reads white space, the ':' after a member name and white space,
-// and reports whether it found the ':'; build mode's caller says what is
-// wrong. Small enough to be inlined, like comma.
-func (p *walker) colon() bool {
+// separator reads white space, c (the ':' after a member name or the ','
+// between members and elements) and white space, and reports whether it
+// found c; build mode's callers say what is wrong when it did not. Small
+// enough to be inlined into the loops, which call it for every member.
+func (p *walker) separator(c byte) bool {
 	p.skipSpace()
-	if p.pos < len(p.d) && p.d[p.pos] == ':' {
+	if p.pos < len(p.d) && p.d[p.pos] == c {
 		p.pos++
 		p.skipSpace()
 		return true
@@ -159,20 +160,8 @@ func (p *walker) colon() bool {
 	return false
 }
 
-// comma reads white space, a ',' and white space after a member or
-// element, and reports whether it found the ','. Small enough to be
-// inlined into the loops, which call it for every member and element.
-func (p *walker) comma() bool {
-	p.skipSpace()
-	if p.pos < len(p.d) && p.d[p.pos] == ',' {
-		p.pos++
-		p.skipSpace()
-		return true
-	}
-	return false
-}
-
-// closing reads the byte that ends a container where comma found no ','.
+// closing reads the byte that ends a container where separator found no
+// ','.
 func (p *walker) closing(c byte, what string) bool {
 	if p.pos >= len(p.d) {
 		return p.syntax("")
@@ -262,10 +251,10 @@ func (p *walker) object(depth int, paramNames bool) bool {
 			return false
 		}
 		// Equal hashes mean a duplicate or, rarely, a collision: not sure.
-		if !p.s.insert(keyHash(k, p.seed)^mix) || !p.colon() || !p.value(depth+1) {
+		if !p.s.insert(keyHash(k, p.seed)^mix) || !p.separator(':') || !p.value(depth+1) {
 			return false
 		}
-		if !p.comma() {
+		if !p.separator(',') {
 			return p.closing('}', "")
 		}
 	}
@@ -283,7 +272,7 @@ func (p *walker) buildObject(depth int) bool {
 		if !ok {
 			return false
 		}
-		if !p.colon() {
+		if !p.separator(':') {
 			return p.syntax("expected ':' after a member name")
 		}
 		b.path[b.depth] = pathSeg{key: k, index: -1}
@@ -293,7 +282,7 @@ func (p *walker) buildObject(depth int) bool {
 		}
 		b.depth--
 		b.members = append(b.members, member{k, b.val})
-		if more = p.comma(); !more && !p.closing('}', "expected ',' or '}' in object") {
+		if more = p.separator(','); !more && !p.closing('}', "expected ',' or '}' in object") {
 			return false
 		}
 	}
@@ -339,7 +328,7 @@ func (p *walker) array(depth int) bool {
 			b.depth--
 			a = append(a, b.val)
 		}
-		if more = p.comma(); !more && !p.closing(']', "expected ',' or ']' in array") {
+		if more = p.separator(','); !more && !p.closing(']', "expected ',' or ']' in array") {
 			return false
 		}
 	}
