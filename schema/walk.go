@@ -217,75 +217,76 @@ func (p *walker) literal(lit string, v any) bool {
 	return true
 }
 
-// object reads the object at p.pos. In check mode paramNames applies the
-// parameters member-name pattern (patternProperties with
-// additionalProperties false, matchParamName) as well as the guard.
+// object reads the object at p.pos. Check mode applies the guard to
+// member names, and with paramNames the parameters member-name pattern
+// (patternProperties with additionalProperties false, matchParamName).
 func (p *walker) object(depth int, paramNames bool) bool {
 	p.pos++ // '{'
 	p.skipSpace()
+	b := p.build
+	first := 0 // build mode: where this object's members start
+	var mix uint64
+	if b != nil {
+		first = len(b.members)
+	} else {
+		// Numbers the objects, to keep their name sets apart.
+		p.serial++
+		mix = p.serial * 0x9e3779b97f4a7c15
+	}
 	if p.pos < len(p.d) && p.d[p.pos] == '}' {
 		p.pos++
-		if p.build != nil {
-			p.build.val = make(map[string]any)
-		}
-		return true
+		return b == nil || b.object(first)
 	}
-	if p.build != nil {
-		return p.buildObject(depth)
-	}
-	p.serial++
-	mix := p.serial * 0x9e3779b97f4a7c15
-	for {
+	for more := true; more; {
 		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
-			return false
+			return p.syntax("expected a member name")
 		}
 		k, clean, ok := p.str()
 		if !ok {
 			return false
 		}
-		if paramNames {
-			if !paramNameClean(k, clean) {
+		if b == nil {
+			if paramNames && !paramNameClean(k, clean) || !paramNames && !nameClean(k, clean) {
 				return false
 			}
-		} else if !nameClean(k, clean) {
-			return false
-		}
-		// Equal hashes mean a duplicate or, rarely, a collision: not sure.
-		if !p.s.insert(keyHash(k, p.seed)^mix) || !p.separator(':') || !p.value(depth+1) {
-			return false
-		}
-		if !p.separator(',') {
-			return p.closing('}', "")
-		}
-	}
-}
-
-// buildObject is object's build mode, from the first member name on.
-func (p *walker) buildObject(depth int) bool {
-	b := p.build
-	first := len(b.members)
-	for more := true; more; {
-		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
-			return p.syntax("expected a member name")
-		}
-		k, _, ok := p.str()
-		if !ok {
-			return false
+			// Equal hashes mean a duplicate or, rarely, a collision: not
+			// sure.
+			if !p.s.insert(keyHash(k, p.seed) ^ mix) {
+				return false
+			}
 		}
 		if !p.separator(':') {
 			return p.syntax("expected ':' after a member name")
 		}
-		b.path[b.depth] = pathSeg{key: k, index: -1}
-		b.depth++
+		if b != nil {
+			b.path[b.depth] = pathSeg{key: k, index: -1}
+			b.depth++
+		}
 		if !p.value(depth + 1) {
 			return false
 		}
-		b.depth--
-		b.members = append(b.members, member{k, b.val})
+		if b != nil {
+			b.depth--
+			b.members = append(b.members, member{k, b.val})
+		}
 		if more = p.separator(','); !more && !p.closing('}', "expected ',' or '}' in object") {
 			return false
 		}
 	}
+	if b == nil {
+		return true
+	}
+	if !b.object(first) {
+		return p.fail("duplicate field name")
+	}
+	return true
+}
+
+// object makes the map of the members from first on, which it takes off
+// the stack. Each map is made once at its final size; a duplicate name
+// shows as a map shorter than the members, and then object returns false
+// with the name on the path.
+func (b *builder) object(first int) bool {
 	members := b.members[first:]
 	m := make(map[string]any, len(members))
 	for i, mb := range members {
@@ -293,7 +294,7 @@ func (p *walker) buildObject(depth int) bool {
 		if len(m) != i+1 {
 			b.path[b.depth] = pathSeg{key: mb.key, index: -1}
 			b.depth++
-			return p.fail("duplicate field name")
+			return false
 		}
 	}
 	clear(members) // let the values go
