@@ -77,15 +77,19 @@
 //
 // # Fast path
 //
-// Validate has two paths. The full path decodes the document into Go
-// values, runs [Guard] over them and then the schema's validator (for
-// [MediaIntentV1], a JSON Schema run by santhosh-tekuri/jsonschema plus a Go
-// rule); it costs tens of microseconds and hundreds of allocations, too
-// much for the store's write path. So a validator may also be a
-// [RawValidator]: an accept-only fast path that reads the raw bytes once,
-// allocating nothing, and answers "accepted" or "not sure". MediaIntentV1
-// has one, which checks everything listed above directly on the bytes and
-// takes a few microseconds. Invariants:
+// Validate has two paths over one JSON reader. The package reads JSON in
+// exactly one place, a walk over the document's bytes that knows the
+// grammar, UTF-8, escapes, the nesting limit and duplicate names, and that
+// either builds Go values or, allocating nothing, only checks. The full
+// path has it build the values, runs [Guard] over them and then the
+// schema's validator (for [MediaIntentV1], a JSON Schema run by
+// santhosh-tekuri/jsonschema plus a Go rule); it costs tens of
+// microseconds and hundreds of allocations, too much for the store's write
+// path. So a validator may also be a [RawValidator]: an accept-only fast
+// path that answers "accepted" or "not sure". MediaIntentV1 has one, which
+// has the walk check the document, applying the guard's own rules to every
+// member name and string and the schema's rules to the top-level members,
+// and takes a few microseconds. Invariants:
 //
 //   - the fast path only ever accepts what the full path accepts (soundness;
 //     FuzzFastPathSound holds it to that), so the guarantees above do not

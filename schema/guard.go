@@ -15,6 +15,9 @@ import (
 // attempt to make every reader recurse.
 const maxDepth = 32
 
+// tooDeep is the reason given for a document nested deeper than maxDepth.
+var tooDeep = fmt.Sprintf("nesting deeper than %d", maxDepth)
+
 // minBase64Run is the length from which a run of base64 characters counts as
 // a binary payload. 256 characters are 192 bytes: longer than any identifier
 // or hash a desired-state document needs, far shorter than any image.
@@ -42,11 +45,11 @@ func Guard(doc any) error {
 }
 
 func guard(doc any) *Error {
-	var w walker
+	var w valueWalker
 	if err := w.value(doc, 1); err != nil {
 		// Map order is random; walk again in sorted order so that a
 		// document with several problems always gets the same answer.
-		w = walker{sorted: true}
+		w = valueWalker{sorted: true}
 		return w.value(doc, 1)
 	}
 	return nil
@@ -58,21 +61,21 @@ type pathSeg struct {
 	index int // -1 for an object member
 }
 
-// walker keeps the current path in a fixed array rather than a linked chain
+// valueWalker applies the guard to decoded values. It keeps the current path in a fixed array rather than a linked chain
 // of stack frames: escape analysis cannot keep pointers passed around a
 // recursive call on the stack, and the path is needed only when something is
 // rejected.
-type walker struct {
+type valueWalker struct {
 	sorted bool
 	depth  int
 	path   [maxDepth + 1]pathSeg
 }
 
-func (w *walker) value(v any, depth int) *Error {
+func (w *valueWalker) value(v any, depth int) *Error {
 	switch v := v.(type) {
 	case map[string]any:
 		if depth > maxDepth {
-			return w.fail(fmt.Sprintf("nesting deeper than %d", maxDepth))
+			return w.fail(tooDeep)
 		}
 		if w.sorted {
 			keys := make([]string, 0, len(v))
@@ -94,7 +97,7 @@ func (w *walker) value(v any, depth int) *Error {
 		}
 	case []any:
 		if depth > maxDepth {
-			return w.fail(fmt.Sprintf("nesting deeper than %d", maxDepth))
+			return w.fail(tooDeep)
 		}
 		for i, child := range v {
 			w.path[w.depth] = pathSeg{index: i}
@@ -116,22 +119,52 @@ func (w *walker) value(v any, depth int) *Error {
 	return nil
 }
 
-func (w *walker) member(k string, child any, depth int) *Error {
+func (w *valueWalker) member(k string, child any, depth int) *Error {
 	w.path[w.depth] = pathSeg{key: k, index: -1}
 	w.depth++
-	if word := credentialWord(k); word != "" {
-		return w.fail("field name looks like a credential (" + word + ")")
-	}
-	// Names are strings too; a blob smuggled in as a name is still a blob.
-	if reason := stringProblem(k); reason != "" {
-		return w.fail("field name " + reason)
+	if reason := memberNameProblem(k); reason != "" {
+		return w.fail(reason)
 	}
 	err := w.value(child, depth+1)
 	w.depth--
 	return err
 }
 
-func (w *walker) fail(reason string) *Error {
+// memberNameProblem is the guard's rule for a member name: not named like a
+// credential, and (names being strings too, a blob smuggled in as a name is
+// still a blob) no stringProblem.
+func memberNameProblem(k string) string {
+	if word := credentialWord(k); word != "" {
+		return "field name looks like a credential (" + word + ")"
+	}
+	if reason := stringProblem(k); reason != "" {
+		return "field name " + reason
+	}
+	return ""
+}
+
+// nameClean is memberNameProblem(k) == "" for the JSON walk, where clean is
+// str's verdict on k.
+func nameClean(k string, clean bool) bool {
+	return credentialWord(k) == "" && (clean || stringProblem(k) == "")
+}
+
+// paramNameClean is nameClean for a member of parameters, which must
+// match matchParamName too: one pass over the name does the pattern and
+// the normalisation credentialWord needs.
+func paramNameClean(k string, clean bool) bool {
+	var norm [64]byte
+	n, match := paramName(k, &norm)
+	if !match {
+		return false
+	}
+	if len(k) > len(norm) {
+		return nameClean(k, clean)
+	}
+	return credentialIn(norm[:n]) == "" && (clean || stringProblem(k) == "")
+}
+
+func (w *valueWalker) fail(reason string) *Error {
 	return &Error{Path: segsPath(w.path[:w.depth]), Reason: reason}
 }
 
@@ -401,17 +434,27 @@ var byteClass = func() (t [256]uint8) {
 var base64Magics = []string{"/9j/", "iVBORw0KGgo", "R0lGOD", "UklGR", "JVBERi0"}
 
 // stringProblem returns why s must not be stored, or "". It runs for every
-// string of every document on the write path, so it is a single table-driven
-// byte scan; the few bytes that can start a marker ('-' for PEM, 'v' for
-// SDP, ';' for data URIs and cookies, 'b' for Bearer and Basic) get a closer
-// look where they stand.
+// string the fast path cannot clear and every string of the full path, so
+// a short string without any of guardMarkers is cleared with a few
+// strings.IndexByte calls, and only the rest gets contentProblem's scan.
 func stringProblem(s string) string {
-	if len(s) < 7 { // shorter than the shortest pattern below
+	if len(s) < minGuardedString {
 		return ""
 	}
 	if r := headerProblem(s); r != "" {
 		return r
 	}
+	if len(s) < minBase64Run && !hasMarker(s) {
+		return ""
+	}
+	return contentProblem(s)
+}
+
+// contentProblem is stringProblem's rules but the header's: a single
+// table-driven byte scan, in which the few bytes that can start a marker
+// ('-' for PEM, 'v' for SDP, ';' for data URIs and cookies, 'b' for Bearer
+// and Basic) get a closer look where they stand.
+func contentProblem(s string) string {
 	run, runStart := 0, 0
 	prev := uint8(0)
 	sawSemicolon := false
@@ -521,6 +564,9 @@ const (
 var setCookieAttrs = []string{"path=", "domain=", "expires=", "max-age=", "httponly", "secure", "samesite="}
 
 func headerProblem(s string) string {
+	if len(s) < 3 || !mayBeHeader(s) {
+		return ""
+	}
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 		i++
@@ -622,4 +668,158 @@ scan:
 		return "looks like an Authorization header (Basic credentials)"
 	}
 	return "looks like an Authorization header (Bearer token)"
+}
+
+// minGuardedString is the length below which stringProblem finds nothing:
+// its shortest pattern is seven bytes.
+const minGuardedString = 7
+
+// headerFirst, headerSecond and headerThird have a bit for each prefix
+// that headerProblem compares the start of a string with, after spaces and
+// tabs (headerPrefixes): a string may match only if the bits of its first
+// three bytes meet, which rules out almost every string with three table
+// look-ups. EqualFold compares as many bytes of the string as the ASCII
+// prefix has, so a match is ASCII throughout and ASCII case is all that
+// folds. Derived from headerPrefixes, the tables cannot drift apart from
+// it.
+var headerFirst, headerSecond, headerThird = func() (first, second, third [256]uint32) {
+	const anything = 1 // after leading white space anything may follow
+	first[' '], first['\t'] = anything, anything
+	for c := range second {
+		second[c], third[c] = anything, anything
+	}
+	bit := uint32(anything)
+	for lower, prefixes := range headerPrefixes {
+		for _, p := range prefixes {
+			if bit <<= 1; bit == 0 || len(p.prefix) < 3 {
+				panic("schema: header prefix " + p.prefix + " does not fit headerFirst")
+			}
+			for _, c := range asciiCases(byte(lower)) {
+				first[c] |= bit
+			}
+			for _, c := range asciiCases(p.prefix[1]) {
+				second[c] |= bit
+			}
+			for _, c := range asciiCases(p.prefix[2]) {
+				third[c] |= bit
+			}
+		}
+	}
+	return first, second, third
+}()
+
+// asciiCases returns c and, for an ASCII letter, its other case.
+func asciiCases(c byte) []byte {
+	switch {
+	case c >= 'a' && c <= 'z':
+		return []byte{c, c - 'a' + 'A'}
+	case c >= 'A' && c <= 'Z':
+		return []byte{c, c - 'A' + 'a'}
+	}
+	return []byte{c}
+}
+
+// guardMarkers are the bytes without which contentProblem finds nothing in
+// a string shorter than minBase64Run, each with what must stand around it
+// (a check of d at the byte's position j, which keeps within d). What each
+// rule needs:
+//
+//   - a PEM block: "-----BEGIN" holds a B;
+//   - raw SDP: "v=0" followed by another line, which needs a line break
+//     (not listed: JSON strings hold one only through an escape, and
+//     hasMarker looks for it itself);
+//   - a data URI or a Set-Cookie value: a semicolon;
+//   - "Bearer " or "Basic " in any case: a b or B followed by an a or an e
+//     in either case (EqualFold compares as many bytes as the ASCII scheme
+//     has, so only ASCII matches);
+//   - a base64 signature run (base64Magics): each signature holds a B or a
+//     G, or is "/9j/".
+//
+// FuzzGuardFilters and TestMarkersCoverRules hold contentProblem to this
+// list. Those bytes are rare in text and strings.IndexByte finds them many
+// bytes at a time, so most strings are cleared without contentProblem's
+// byte-by-byte scan; the JSON walk even clears all strings of a document
+// at once (guardMarks).
+var guardMarkers = [numGuardMarkers]struct {
+	c      byte
+	around func(d string, j int) bool
+}{
+	{';', nil},
+	{'B', nil},
+	{'G', nil},
+	{'b', func(d string, j int) bool {
+		return j+1 < len(d) && (d[j+1]|0x20 == 'a' || d[j+1]|0x20 == 'e')
+	}},
+	{'/', func(d string, j int) bool { return strings.HasPrefix(d[j:], "/9j/") }},
+}
+
+const numGuardMarkers = 5
+
+// hasMarker reports whether s holds one of guardMarkers or a line break.
+func hasMarker(s string) bool {
+	if strings.IndexByte(s, '\n') >= 0 {
+		return true
+	}
+	var m guardMarks
+	m.reset()
+	m.update(s, 0)
+	return m.next < len(s)
+}
+
+// guardMarks are the positions in a text d of the next occurrence of each
+// of guardMarkers. The JSON walk reads strings in document order, so a
+// marker is searched for again only once a string has begun past it, and
+// the document is scanned about once per marker. A string of
+// minGuardedString to minBase64Run bytes that stands in the document
+// without escapes (its bytes are the string's) is clean, stringProblem
+// certainly finding nothing in it, when no mark falls inside it and it
+// does not begin like a header (mayBeHeader): str works that out inline
+// for almost every string.
+type guardMarks struct {
+	next int                  // the lowest of at, or -1 before the first update
+	at   [numGuardMarkers]int // len(d) when there is no further occurrence
+}
+
+func (m *guardMarks) reset() {
+	m.next = -1
+	for k := range m.at {
+		m.at[k] = -1
+	}
+}
+
+// update moves every mark before start to its next occurrence at or after
+// start.
+func (m *guardMarks) update(d string, start int) {
+	next := len(d)
+	for k := range m.at {
+		j := m.at[k]
+		if j < start {
+			kind := &guardMarkers[k]
+			for j = start; ; j++ {
+				j = indexFrom(d, j, kind.c)
+				if j == len(d) || kind.around == nil || kind.around(d, j) {
+					break
+				}
+			}
+			m.at[k] = j
+		}
+		next = min(next, j)
+	}
+	m.next = next
+}
+
+// mayBeHeader is false when headerProblem certainly finds nothing in s, a
+// string of at least three bytes: the start of every header prefix passes
+// the tables.
+func mayBeHeader(s string) bool {
+	return headerFirst[s[0]]&headerSecond[s[1]]&headerThird[s[2]] != 0
+}
+
+// indexFrom returns the position of the first c in d at or after from, or
+// len(d) when there is none.
+func indexFrom(d string, from int, c byte) int {
+	if j := strings.IndexByte(d[from:], c); j >= 0 {
+		return from + j
+	}
+	return len(d)
 }

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"regexp"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -32,28 +33,69 @@ func matchIdentifier(s string) bool {
 // matchParamName is ^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$, a namespaced
 // parameter name: <ns>.<name>[.<name>...].
 func matchParamName(s string) bool {
-	i := 0
-	for i < len(s) && patternClass[s[i]]&pcNamespace != 0 {
-		i++
-	}
+	var out [64]byte
+	_, match := paramName(s, &out)
+	return match
+}
+
+// paramName is matchParamName that also writes out what normalizeName
+// makes of s and returns its length, because the fast path needs both for
+// every parameter name and one pass costs half as much as two. The
+// normalised form is complete only when s fits in out; beyond that it
+// wraps around, and callers normalise a long name themselves.
+func paramName(s string, out *[64]byte) (n int, match bool) {
+	i, n := paramNameRun(s, 0, pnNamespace, out, 0)
 	if i == 0 || i == len(s) {
-		return false
+		return 0, false
 	}
 	for i < len(s) {
 		if s[i] != '.' {
-			return false
+			return 0, false
 		}
-		i++
-		start := i
-		for i < len(s) && patternClass[s[i]]&pcSegment != 0 {
-			i++
-		}
-		if i == start {
-			return false
+		start := i + 1
+		if i, n = paramNameRun(s, start, pnSegment, out, n); i == start {
+			return 0, false
 		}
 	}
-	return true
+	return n, true
 }
+
+// paramNameRun reads the bytes of class from s[i:] on, appending their
+// normal form to out[:n], and returns where the run ends and the new n.
+func paramNameRun(s string, i int, class uint16, out *[64]byte, n int) (int, int) {
+	for ; i < len(s); i++ {
+		e := paramNameByte[s[i]]
+		if e&class == 0 {
+			break
+		}
+		out[n&63] = byte(e)
+		n += int(e >> pnKeepShift & 1)
+	}
+	return i, n
+}
+
+// paramNameByte holds for each byte what paramName needs, in one look-up:
+// the byte as normalizeName writes it (low eight bits), whether
+// normalizeName keeps it, and its classes in the pattern. Bytes outside
+// ASCII belong to neither class.
+var paramNameByte = func() (t [256]uint16) {
+	for c := range utf8.RuneSelf {
+		t[c] = uint16(asciiNorm[c]) | uint16(asciiKeep[c])<<pnKeepShift
+		if patternClass[c]&pcNamespace != 0 {
+			t[c] |= pnNamespace
+		}
+		if patternClass[c]&pcSegment != 0 {
+			t[c] |= pnSegment
+		}
+	}
+	return t
+}()
+
+const (
+	pnKeepShift = 8
+	pnNamespace = 1 << 9
+	pnSegment   = 1 << 10
+)
 
 // The character classes of the patterns, as bits of patternClass: one
 // table look-up per byte rather than a chain of comparisons.
