@@ -104,7 +104,11 @@ type Store struct {
 	// ckptMark is the journal after the newest image. Stats() counts from
 	// this Open, so Open sets it negative by the frame bytes it replayed.
 	ckptMark atomic.Int64
-	ckptWG   sync.WaitGroup
+	// ckptLag is how many journal bytes were committed while the last
+	// background checkpoint ran: the write rate scaled by what one image
+	// costs, which spaces the next one (checkpoints.go).
+	ckptLag atomic.Int64
+	ckptWG  sync.WaitGroup
 
 	// shut is set first thing in Close. Every public call checks it, so a
 	// closed store answers UNAVAILABLE and touches no file; Checkpoint
