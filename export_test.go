@@ -22,3 +22,7 @@ const CheckpointLagFactor = ckptLagFactor
 // WaitCheckpoints waits for s's background checkpoints, and any they
 // started, to finish.
 func WaitCheckpoints(s *Store) { s.ckptWG.Wait() }
+
+// JournalAfterImage is the journal bytes after s's newest checkpoint
+// image, which the checkpoint trigger compares with its threshold.
+func JournalAfterImage(s *Store) int64 { return int64(s.jnl.Stats().Bytes) - s.ckptMark.Load() }
