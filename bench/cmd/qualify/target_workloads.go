@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/boltpeer"
@@ -130,4 +131,25 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 		burst.OpsPerWriter = max(1, burst.OpsPerWriter)
 	}
 	return harness.AlternateConcurrent(sides, writers, targetBursts, burst)
+}
+
+// printTargets prints the targets judged on results when the run measured
+// any of them, so a run of the target workloads alone shows its verdicts
+// without writing a report.
+func printTargets(w io.Writer, results []harness.Result) error {
+	targets := report.Targets(results)
+	measured := false
+	for _, t := range targets {
+		measured = measured || t.Verdict() != "not measured"
+	}
+	if !measured {
+		return nil
+	}
+	fmt.Fprintln(w, "\ntargets (ratios of the alternating rows):")
+	for _, t := range targets {
+		if _, err := fmt.Fprintf(w, "  %-12s %s: %s\n", t.Verdict(), t.Name, t.Measured); err != nil {
+			return err
+		}
+	}
+	return nil
 }
