@@ -59,7 +59,9 @@ type Options struct {
 	// the journal as it stands on disk, records replayed at Open included,
 	// so a store that restarts often still checkpoints (right after Open
 	// when it is already over). 0 means DefaultCheckpointBytes, negative
-	// disables automatic checkpoints.
+	// disables automatic checkpoints. Under heavy writes the threshold is
+	// raised to four times the journal bytes committed while the previous
+	// background checkpoint ran (see checkpoints.go).
 	CheckpointBytes int64
 	// Settings is the path of the media server's config.toml; its
 	// [state_store] section declares the settings-backed namespaces and

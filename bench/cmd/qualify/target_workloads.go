@@ -83,7 +83,11 @@ func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 
 // runTargetsConcurrent alternates bursts of 127 writers of the store's
 // concurrent CAS, wal_group (the same bytes through tidwall/wal by one
-// group committer) and the peers' concurrent CAS.
+// group committer) and the peers' concurrent CAS. Each keeps its files
+// open across its bursts. A background checkpoint the store started in
+// its burst may finish during the next side's (one image, a few ms against
+// a burst of env.Budget.Duration/8); the rotation spreads that over every
+// other side instead of charging one.
 func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 	const writers = report.TargetWriters
 	if writers > casKeys {
