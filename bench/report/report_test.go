@@ -93,7 +93,7 @@ func TestTargetsReportRoundSpread(t *testing.T) {
 		}
 	}
 	got := Targets(results)[0].Measured
-	if want := "0.75× (150 / 200 µs, pooled over the rounds); 2 rounds: 0.50–1.00×, median 0.50×"; got != want {
+	if want := "0.75× (150 / 200 µs, pooled over the rounds); 2 rounds: 0.50–1.00×, median 0.75×"; got != want {
 		t.Errorf("measured %q, want %q", got, want)
 	}
 }

@@ -76,7 +76,7 @@ func Targets(results []harness.Result) []Target {
 			t.Ratio = x / y
 			t.Measured = fmt.Sprintf("%.2f× (%.0f / %.0f %s, pooled over the rounds)", t.Ratio, x, y, unit)
 			if rs := harness.RoundRatios(a, b, fig); len(rs) > 0 {
-				t.Measured += fmt.Sprintf("; %d rounds: %.2f–%.2f×, median %.2f×", len(rs), rs[0], rs[len(rs)-1], rs[(len(rs)-1)/2])
+				t.Measured += fmt.Sprintf("; %d rounds: %.2f–%.2f×, median %.2f×", len(rs), rs[0], rs[len(rs)-1], (rs[(len(rs)-1)/2]+rs[len(rs)/2])/2)
 			}
 		}
 		out = append(out, t)

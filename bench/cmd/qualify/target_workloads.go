@@ -43,35 +43,46 @@ func (c closers) close() error {
 	return errors.Join(errs...)
 }
 
+// openIn opens what open makes in a fresh scratch directory named name and
+// registers its Close with cl.
+func openIn[T interface{ Close() error }](env *Env, cl *closers, name string, open func(dir string) (T, error)) (T, error) {
+	var zero T
+	dir, err := env.Scratch(name)
+	if err != nil {
+		return zero, err
+	}
+	v, err := open(dir)
+	if err != nil {
+		return zero, err
+	}
+	*cl = append(*cl, v.Close)
+	return v, nil
+}
+
+// openStore opens a fresh store with default options.
+func openStore(dir string) (*statestore.Store, error) {
+	return statestore.Open(statestore.Options{Dir: dir})
+}
+
 // runTargetsSerial alternates, in rounds of one compare-and-set per owner
 // (127 ops), the store's durable CAS, the raw append+fdatasync floor and
 // SQLite's CAS, env.Ops operations each.
 func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
-	s, err := openScratch(env, nameDurableCAS, statestore.Options{})
+	s, err := openIn(env, &cl, nameDurableCAS, openStore)
 	if err != nil {
 		return nil, err
 	}
-	cl = append(cl, s.Close)
+	raw, err := openIn(env, &cl, harness.NameRawAppend, func(dir string) (*harness.RawAppender, error) { return harness.NewRawAppender(dir, env.Payload) })
+	if err != nil {
+		return nil, err
+	}
+	sq, err := openIn(env, &cl, sqlitepeer.NameCAS, openSQLite)
+	if err != nil {
+		return nil, err
+	}
 	owners := newOwners(casKeys)
-	dir, err := env.Scratch(harness.NameRawAppend)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := harness.NewRawAppender(dir, env.Payload)
-	if err != nil {
-		return nil, err
-	}
-	cl = append(cl, raw.Close)
-	if dir, err = env.Scratch(sqlitepeer.NameCAS); err != nil {
-		return nil, err
-	}
-	sq, err := openSQLite(dir)
-	if err != nil {
-		return nil, err
-	}
-	cl = append(cl, sq.Close)
 	sides := []harness.SerialSide{
 		{Name: report.Alternating(nameDurableCAS), Op: func(i int) error { return owners[i%casKeys].cas(s) }},
 		{Name: report.Alternating(harness.NameRawAppend), Op: func(int) error { return raw.Append() }},
@@ -95,21 +106,15 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 	}
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
-	s, err := openScratch(env, nameDurableCASConcurrent, statestore.Options{})
+	s, err := openIn(env, &cl, nameDurableCASConcurrent, openStore)
 	if err != nil {
 		return nil, err
 	}
-	cl = append(cl, s.Close)
+	wg, err := openIn(env, &cl, walpeer.NameGroup, func(dir string) (*walpeer.Committer, error) { return walpeer.NewCommitter(dir, env.Payload) })
+	if err != nil {
+		return nil, err
+	}
 	owners := newOwners(casKeys)
-	dir, err := env.Scratch(walpeer.NameGroup)
-	if err != nil {
-		return nil, err
-	}
-	wg, err := walpeer.NewCommitter(dir, env.Payload)
-	if err != nil {
-		return nil, err
-	}
-	cl = append(cl, wg.Close)
 	owned := func(wr int) int { return (casKeys - wr + writers - 1) / writers }
 	sides := []harness.ConcurrentSide{
 		{Name: report.Alternating(nameDurableCASConcurrent), Op: func(wr, i int) error { return owners[wr+(i%owned(wr))*writers].cas(s) }},
@@ -119,15 +124,10 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 		name string
 		open openPeer
 	}{{sqlitepeer.NameCASConcurrent, openSQLite}, {boltpeer.NameCASConcurrent, openBolt(true)}, {etcdpeer.NameCASConcurrent, openEtcd}} {
-		dir, err := env.Scratch(p.name)
+		db, err := openIn(env, &cl, p.name, p.open)
 		if err != nil {
 			return nil, err
 		}
-		db, err := p.open(dir)
-		if err != nil {
-			return nil, err
-		}
-		cl = append(cl, db.Close)
 		sides = append(sides, harness.ConcurrentSide{Name: report.Alternating(p.name), Op: func(wr, i int) error { return db.CAS(wr + (i%owned(wr))*writers) }})
 	}
 	burst := harness.Budget{Duration: env.Budget.Duration / targetBursts, OpsPerWriter: env.Budget.OpsPerWriter / targetBursts}
