@@ -60,7 +60,7 @@ type Options struct {
 	// so a store that restarts often still checkpoints (right after Open
 	// when it is already over). 0 means DefaultCheckpointBytes, negative
 	// disables automatic checkpoints. Under heavy writes the threshold is
-	// raised to four times the journal bytes committed while the previous
+	// raised to sixteen times the journal bytes committed while the previous
 	// background checkpoint ran (see checkpoints.go).
 	CheckpointBytes int64
 	// Settings is the path of the media server's config.toml; its
