@@ -71,12 +71,14 @@ type prewriter struct {
 	// example the disk is full): pre-writing rests until the tail changes.
 	failedGen uint64
 	// held is set from the write that opens a new tail segment until the
-	// sync that acknowledges its first records returns: that sync (the new
-	// file's data, size and blocks, then the directory entry) is the
-	// costliest of the segment, and zero chunks issued meanwhile queue on
-	// the device ahead of it (measured: a segment change's commit took
-	// 5 ms at the median where a plain one took 0.3). The first commits
-	// of a segment append either way.
+	// sync that acknowledges its first records returns: that commit
+	// already carries the segment's costliest syncs (tidwall/wal's fsync
+	// of the sealed file, the new file's data, size and blocks, the
+	// directory entry), and zero chunks issued meanwhile queued on the
+	// device ahead of them. Measured serially, with the marker also moved
+	// off that commit: 4.0 and 3.1 ms at the median before, 2.4 and 1.8
+	// after, where a plain commit took 0.3. The first commits of a segment
+	// append either way.
 	held bool
 }
 
