@@ -106,6 +106,10 @@
 //   - The journal after the newest checkpoint is bounded by the checkpoint
 //     threshold however often the store restarts: the trigger counts the
 //     records Open replays, and fires right after Open when they are over.
+//     Under a write load that outpaces checkpointing, the threshold is at
+//     least sixteen times the journal written while the previous background
+//     checkpoint ran, so images take a bounded share of the machine and
+//     the journal after the newest one stays a bounded time of writes.
 //
 // # Full disk
 //

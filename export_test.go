@@ -10,3 +10,19 @@ func Queued(s *Store) int {
 	defer s.pipe.mu.Unlock()
 	return len(s.pipe.queue)
 }
+
+// CheckpointLag is the journal bytes committed while s's last background
+// checkpoint ran, which spaces the next one.
+func CheckpointLag(s *Store) int64 { return s.ckptLag.Load() }
+
+// CheckpointLagFactor is how many times CheckpointLag the next background
+// checkpoint waits for.
+const CheckpointLagFactor = ckptLagFactor
+
+// WaitCheckpoints waits for s's background checkpoints, and any they
+// started, to finish.
+func WaitCheckpoints(s *Store) { s.ckptWG.Wait() }
+
+// JournalAfterImage is the journal bytes after s's newest checkpoint
+// image, which the checkpoint trigger compares with its threshold.
+func JournalAfterImage(s *Store) int64 { return int64(s.jnl.Stats().Bytes) - s.ckptMark.Load() }

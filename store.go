@@ -59,7 +59,9 @@ type Options struct {
 	// the journal as it stands on disk, records replayed at Open included,
 	// so a store that restarts often still checkpoints (right after Open
 	// when it is already over). 0 means DefaultCheckpointBytes, negative
-	// disables automatic checkpoints.
+	// disables automatic checkpoints. Under heavy writes the threshold is
+	// raised to sixteen times the journal bytes committed while the previous
+	// background checkpoint ran (see checkpoints.go).
 	CheckpointBytes int64
 	// Settings is the path of the media server's config.toml; its
 	// [state_store] section declares the settings-backed namespaces and
@@ -104,7 +106,11 @@ type Store struct {
 	// ckptMark is the journal after the newest image. Stats() counts from
 	// this Open, so Open sets it negative by the frame bytes it replayed.
 	ckptMark atomic.Int64
-	ckptWG   sync.WaitGroup
+	// ckptLag is how many journal bytes were committed while the last
+	// background checkpoint ran: the write rate scaled by what one image
+	// costs, which spaces the next one (checkpoints.go).
+	ckptLag atomic.Int64
+	ckptWG  sync.WaitGroup
 
 	// shut is set first thing in Close. Every public call checks it, so a
 	// closed store answers UNAVAILABLE and touches no file; Checkpoint

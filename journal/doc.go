@@ -80,7 +80,11 @@
 //     pre-written space, or records whose sync never returned), counting it
 //     in Stats.Trimmed, unless acknowledged records were there (the floor).
 //     Stats.Prewritten is the synced space ahead of the records (the space a
-//     full-disk reserve can count on); a failed zero write stops pre-writing
+//     full-disk reserve can count on). From the write that opens a new
+//     segment until the sync of its first records returns, pre-writing
+//     rests: that sync carries the new file's blocks and directory entry,
+//     and zero chunks queued ahead of it on the device made it the slowest
+//     commit of every segment. A failed zero write stops pre-writing
 //     for that segment, a failed zero fdatasync is treated as a failed
 //     commit. Options.NoPrewrite keeps the tail append-only.
 //   - tidwall/wal's tail buffer is pre-sized to a whole segment (tidwall.go)
@@ -107,7 +111,10 @@
 //     index, the segment and the byte offset.
 //   - The acknowledged floor: Options.Floor (the store's newest checkpoint
 //     index) raised by the ACKNOWLEDGED marker, which the journal writes at
-//     MarkServed, at Close and at the first sync of each new segment. Open
+//     MarkServed, at Close and, in the background right after it returns,
+//     at the first sync of each new segment (off the commit path: the
+//     marker is evidence, and it only ever names records a sync made
+//     durable; a crash in between leaves it one segment lower). Open
 //     refuses a journal that ends below the floor, naming the missing range
 //     (an emptied or shortened segment, a deleted tail).
 //   - After a failed write or sync the tidwall/wal handle is discarded (its

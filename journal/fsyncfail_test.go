@@ -91,6 +91,8 @@ func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
 			if err := j.Sync(3); err != nil {
 				t.Fatal(err)
 			}
+			// The marker those records raise is written in the background.
+			j.floorWG.Wait()
 			acked := fileBytes(t, dir)
 			mustWrite(t, j, records(4, 8), 4)
 			if got := fileBytes(t, dir); len(got) <= len(acked) {

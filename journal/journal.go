@@ -73,8 +73,9 @@ type Journal struct {
 	closed     bool
 	floor      Floor // the acknowledged floor Open judged the tail against
 	floorMu    sync.Mutex
-	marker     *floorMarker // under floorMu
-	served     bool         // MarkServed was called (under floorMu)
+	floorWG    sync.WaitGroup // background raises of the marker; Close waits
+	marker     *floorMarker   // under floorMu
+	served     bool           // MarkServed was called (under floorMu)
 	batch      wal.Batch
 	buf        []byte
 	stats      Stats
@@ -278,6 +279,7 @@ func (j *Journal) openLog() error {
 	j.log, j.first, j.last, j.written = log, first, last, last
 	j.tailStart, j.tailBytes = tail.Start, tail.Size
 	j.tailChangedLocked()
+	j.pre.held = false
 	j.kickPrewriterLocked()
 	return nil
 }
@@ -437,10 +439,12 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		// every pre-written byte; the new tail is a fresh, empty file.
 		j.tailChangedLocked()
 	}
-	j.kickPrewriterLocked()
 	// The new segment's directory entry is made durable by the Sync that
-	// acknowledges its first records, off the writer's path.
+	// acknowledges its first records, off the writer's path; that Sync
+	// wakes the pre-writer.
 	j.dirDirty = j.dirDirty || tail.cycled
+	j.pre.held = j.pre.held || tail.cycled
+	j.kickPrewriterLocked()
 	return first, nil
 }
 
@@ -505,16 +509,25 @@ func (j *Journal) Sync(upTo uint64) error {
 	}
 	j.stats.Syncs++
 	j.last = max(j.last, target)
-	if dir {
+	if dir && !j.closed {
 		// The first records of a new segment (written after MarkServed, since
 		// only the store writes): move the floor up, once per
 		// segment, so an emptied tail is noticed even after a crash. The
 		// records are durable whatever happens to this write: a failure
 		// only leaves the evidence lower (Close raises it again and
-		// reports the error).
-		j.mu.Unlock()
-		j.raiseFloor(target)
-		j.mu.Lock()
+		// reports the error). So it is written in the background: on the
+		// commit path it was a third sync at every segment change (after
+		// the new file's and the directory's), queued behind them on the
+		// device. It only ever claims records this sync made durable.
+		j.floorWG.Add(1)
+		go func() {
+			defer j.floorWG.Done()
+			j.raiseFloor(target)
+		}()
+		// The new segment's first sync is done: the pre-writer may go
+		// (see prewriter.held).
+		j.pre.held = false
+		j.kickPrewriterLocked()
 	}
 	return nil
 }
@@ -853,6 +866,7 @@ func (j *Journal) Close() error {
 	j.closed = true
 	j.mu.Unlock()
 	j.stopPrewriter()
+	j.floorWG.Wait()
 	j.mu.Lock()
 	j.closeSyncFileLocked()
 	err := j.closeFloor(j.last)

@@ -288,3 +288,106 @@ func TestPrewriteSyncFailureRecovers(t *testing.T) {
 		t.Fatal("pre-writing did not resume after the recovery")
 	}
 }
+
+// TestPrewriterRestsUntilNewSegmentSynced: the write that opens a new
+// segment does not wake the pre-writer, nor does any write before that
+// segment's first sync returns; that sync does. (A journal opened without
+// pre-writing gets a kick channel nobody drains, so every wake-up stays
+// visible.)
+func TestPrewriterRestsUntilNewSegmentSynced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	kicks := make(chan struct{}, 1)
+	j.mu.Lock()
+	j.pre.kick = kicks
+	j.mu.Unlock()
+	kicked := func() bool {
+		select {
+		case <-kicks:
+			return true
+		default:
+			return false
+		}
+	}
+	next := uint64(1)
+	write := func() (cycled bool) {
+		segs, _ := ListSegments(dir)
+		mustWrite(t, j, []*Record{testRecord(int(next))}, next)
+		next++
+		after, _ := ListSegments(dir)
+		return len(after) > len(segs)
+	}
+	if write(); !kicked() {
+		t.Fatal("a write inside the segment did not wake the pre-writer")
+	}
+	for !write() {
+		if !kicked() {
+			t.Fatal("a write inside the segment did not wake the pre-writer")
+		}
+	}
+	if kicked() {
+		t.Fatal("the write that opened a new segment woke the pre-writer")
+	}
+	if write() || kicked() {
+		t.Fatal("a write before the new segment's first sync woke the pre-writer")
+	}
+	if err := j.Sync(next - 1); err != nil {
+		t.Fatal(err)
+	}
+	if !kicked() {
+		t.Fatal("the new segment's first sync did not wake the pre-writer")
+	}
+}
+
+// TestNewSegmentMarkerOffCommitPath: the acknowledged-floor marker that a
+// new segment's first sync raises is written in the background: that Sync
+// returns while the marker's fdatasync is held, and the marker then holds
+// the index the sync acknowledged (only ever an acknowledged one).
+func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer fault.SetSync(func(path string) error {
+		if filepath.Base(path) == FloorFile {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	})()
+	next := uint64(1)
+	for {
+		segs, _ := ListSegments(dir)
+		mustWrite(t, j, []*Record{testRecord(int(next))}, next)
+		after, _ := ListSegments(dir)
+		if len(after) > len(segs) {
+			break
+		}
+		if err := j.Sync(next); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- j.Sync(next) }()
+	<-entered                        // the marker's fdatasync is held...
+	if err := <-synced; err != nil { // ...and the commit's Sync returns regardless
+		t.Fatal(err)
+	}
+	if j.LastIndex() != next {
+		t.Fatalf("last index %d, want %d", j.LastIndex(), next)
+	}
+	close(release)
+	j.floorWG.Wait()
+	fl, err := ReadFloor(dir)
+	if err != nil || fl.Index != next {
+		t.Fatalf("marker %+v (%v) after the background raise, want index %d", fl, err, next)
+	}
+}

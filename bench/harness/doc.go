@@ -15,6 +15,12 @@
 // divided by the wall time from the gate opening to the last writer finishing.
 // The first operation error stops the run and is returned.
 //
+// [AlternateSerial] and [AlternateConcurrent] compare workloads on a disk
+// whose speed drifts: every side runs in short rounds, one after another,
+// the order rotated each round, and each side's samples are pooled over
+// all rounds (with each round's figures kept in Result.Rounds). qualify
+// judges its ratio targets on these runs only.
+//
 // # Baselines
 //
 // The baselines measure what the hardware and kernel give for the store's

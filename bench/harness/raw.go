@@ -77,33 +77,62 @@ func checkSize(path string, want int64) error {
 // fresh plain file in dir followed by one fdatasync(2), each timed. It checks
 // that the file finally holds n*payloadSize bytes, then removes it.
 func RawAppendFdatasync(dir string, payloadSize, n int) (Result, error) {
-	if payloadSize <= 0 {
-		return Result{}, fmt.Errorf("harness: payload size must be positive, got %d", payloadSize)
-	}
-	path := filepath.Join(dir, NameRawAppend+".log")
-	f, fd, err := createDurable(path)
+	a, err := NewRawAppender(dir, payloadSize)
 	if err != nil {
 		return Result{}, err
 	}
-	defer os.Remove(path)
-	payload := Payload(payloadSize)
-	res, err := Serial(NameRawAppend, n, func(int) error {
-		if err := writeFull(fd, payload); err != nil {
-			return err
-		}
-		return fdatasync(fd)
-	})
-	if cerr := f.Close(); err == nil && cerr != nil {
+	res, err := Serial(NameRawAppend, n, func(int) error { return a.Append() })
+	if cerr := a.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	if err := checkSize(path, int64(n)*int64(payloadSize)); err != nil {
-		return Result{}, err
-	}
 	res.Note = fmt.Sprintf("n=%d payload=%dB", n, payloadSize)
 	return res, nil
+}
+
+// RawAppender is raw_append_fdatasync one operation at a time, for runs
+// that interleave it with other workloads ([AlternateSerial]).
+type RawAppender struct {
+	f       *os.File
+	fd      int
+	path    string
+	payload []byte
+	n       int64
+}
+
+// NewRawAppender creates a fresh plain file in dir (its directory entry
+// made durable) for appends of payloadSize bytes.
+func NewRawAppender(dir string, payloadSize int) (*RawAppender, error) {
+	if payloadSize <= 0 {
+		return nil, fmt.Errorf("harness: payload size must be positive, got %d", payloadSize)
+	}
+	path := filepath.Join(dir, NameRawAppend+".log")
+	f, fd, err := createDurable(path)
+	if err != nil {
+		return nil, err
+	}
+	return &RawAppender{f: f, fd: fd, path: path, payload: Payload(payloadSize)}, nil
+}
+
+// Append writes the payload at the end of the file with one write(2) and
+// makes it durable with one fdatasync(2).
+func (a *RawAppender) Append() error {
+	if err := writeFull(a.fd, a.payload); err != nil {
+		return err
+	}
+	a.n++
+	return fdatasync(a.fd)
+}
+
+// Close checks that the file holds every appended byte and removes it.
+func (a *RawAppender) Close() error {
+	defer os.Remove(a.path)
+	if err := a.f.Close(); err != nil {
+		return err
+	}
+	return checkSize(a.path, a.n*int64(len(a.payload)))
 }
 
 // RawGroupFdatasync measures the group-commit durable-append ceiling

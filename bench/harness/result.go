@@ -30,6 +30,9 @@ type Result struct {
 	Note string `json:"note,omitempty"`
 	// Quantiles is the latency distribution at QuantilePoints.
 	Quantiles []Quantile `json:"quantiles,omitempty"`
+	// Rounds holds the figures of each round of an alternating run
+	// ([AlternateSerial], [AlternateConcurrent]), in run order.
+	Rounds []RoundStat `json:"rounds,omitempty"`
 }
 
 // Quantile is one point of a latency distribution: P percent of the

@@ -57,10 +57,19 @@ func (b Budget) String() string {
 // RunBudget runs op with the given number of writers under budget b, through
 // [Concurrent] or [ConcurrentFor].
 func RunBudget(name string, writers int, b Budget, op func(writer, i int) error) (Result, error) {
+	r, _, err := runBudget(name, writers, b, op)
+	return r, err
+}
+
+// runBudget is RunBudget also returning every operation's latency.
+func runBudget(name string, writers int, b Budget, op func(writer, i int) error) (Result, *Latencies, error) {
 	if b.OpsPerWriter > 0 {
-		return Concurrent(name, writers, b.OpsPerWriter, op)
+		return concurrent(name, writers, b.OpsPerWriter, 0, op)
 	}
-	return ConcurrentFor(name, writers, b.Duration, op)
+	if b.Duration <= 0 {
+		return Result{}, nil, fmt.Errorf("harness: %s: duration must be positive, got %v", name, b.Duration)
+	}
+	return concurrent(name, writers, 0, b.Duration, op)
 }
 
 // Concurrent starts writers goroutines that each call op(writer, i) for
@@ -73,7 +82,8 @@ func Concurrent(name string, writers, opsPerWriter int, op func(writer, i int) e
 	if opsPerWriter <= 0 {
 		return Result{}, fmt.Errorf("harness: %s: opsPerWriter must be positive, got %d", name, opsPerWriter)
 	}
-	return concurrent(name, writers, opsPerWriter, 0, op)
+	r, _, err := concurrent(name, writers, opsPerWriter, 0, op)
+	return r, err
 }
 
 // ConcurrentFor is like [Concurrent] but every writer keeps calling op until
@@ -83,12 +93,13 @@ func ConcurrentFor(name string, writers int, d time.Duration, op func(writer, i 
 	if d <= 0 {
 		return Result{}, fmt.Errorf("harness: %s: duration must be positive, got %v", name, d)
 	}
-	return concurrent(name, writers, 0, d, op)
+	r, _, err := concurrent(name, writers, 0, d, op)
+	return r, err
 }
 
-func concurrent(name string, writers, opsPerWriter int, d time.Duration, op func(writer, i int) error) (Result, error) {
+func concurrent(name string, writers, opsPerWriter int, d time.Duration, op func(writer, i int) error) (Result, *Latencies, error) {
 	if writers <= 0 {
-		return Result{}, fmt.Errorf("harness: %s: writers must be positive, got %d", name, writers)
+		return Result{}, nil, fmt.Errorf("harness: %s: writers must be positive, got %d", name, writers)
 	}
 	capacity := opsPerWriter
 	if capacity == 0 {
@@ -145,7 +156,7 @@ func concurrent(name string, writers, opsPerWriter int, d time.Duration, op func
 	close(gate) // publishes start and deadline to the writers
 	wg.Wait()
 	if firstErr != nil {
-		return Result{}, firstErr
+		return Result{}, nil, firstErr
 	}
 
 	end := start
@@ -166,5 +177,5 @@ func concurrent(name string, writers, opsPerWriter int, d time.Duration, op func
 	if el := end.Sub(start); el > 0 {
 		r.OpsPerS = float64(total) / el.Seconds()
 	}
-	return r, nil
+	return r, all, nil
 }

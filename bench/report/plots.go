@@ -118,10 +118,11 @@ func writerTicks(results []harness.Result) plot.ConstantTicks {
 	return ticks
 }
 
-// find returns the result named name at the given writer count.
+// find returns the result named name at the given writer count (0: at
+// any).
 func find(results []harness.Result, name string, writers int) (harness.Result, bool) {
 	for _, r := range results {
-		if r.Name == name && (r.Writers == writers || (writers == 1 && r.Writers == 0)) {
+		if r.Name == name && (writers == 0 || r.Writers == writers || (writers == 1 && r.Writers == 0)) {
 			return r, true
 		}
 	}

@@ -20,17 +20,81 @@ func concurrentResult(name string, writers int, ops float64) harness.Result {
 	return harness.Result{Name: name, Writers: writers, P50us: 1000, OpsPerS: ops}
 }
 
-// run is a complete set of the rows the targets compare.
-func run(durableP50, durableMax, durableOps float64) []harness.Result {
+// withRounds is r as an alternating row of two rounds, one 10% below and
+// one 10% above its pooled figures.
+func withRounds(r harness.Result) harness.Result {
+	r.Name = Alternating(r.Name)
+	for _, f := range []float64{0.9, 1.1} {
+		r.Rounds = append(r.Rounds, harness.RoundStat{P50us: r.P50us * f, MaxUs: r.MaxUs * f, OpsPerS: r.OpsPerS * f})
+	}
+	return r
+}
+
+// absolute is the rows of the one-after-another workloads that the
+// figures draw.
+func absolute(durableP50, durableMax, durableOps float64) []harness.Result {
 	return []harness.Result{
 		serialResult(durableCAS, durableP50, durableMax),
 		serialResult(rawAppend, 200, 5000),
 		serialResult(sqliteCAS, 250, 9000),
 		concurrentResult(durableCASConcurrent, 1, 900),
-		concurrentResult(durableCASConcurrent, targetWriters, durableOps),
-		concurrentResult(walGroup, targetWriters, 19000),
-		concurrentResult("bbolt_cas_concurrent", targetWriters, 7000),
-		concurrentResult("etcd_cas_concurrent", targetWriters, 5000),
+		concurrentResult(durableCASConcurrent, TargetWriters, durableOps),
+		concurrentResult(walGroup, TargetWriters, 19000),
+		concurrentResult("bbolt_cas_concurrent", TargetWriters, 7000),
+		concurrentResult("etcd_cas_concurrent", TargetWriters, 5000),
+	}
+}
+
+// run is a complete run: the absolute rows, and the alternating rows the
+// targets compare with the same figures (the durable ones as given).
+func run(durableP50, durableMax, durableOps float64) []harness.Result {
+	out := absolute(durableP50, durableMax, durableOps)
+	for _, r := range absolute(durableP50, durableMax, durableOps) {
+		if r.Writers == 1 && r.Name == durableCASConcurrent {
+			continue
+		}
+		out = append(out, withRounds(r))
+	}
+	return out
+}
+
+// TestTargetsReadOnlyAlternatingRows: the absolute rows measured one after
+// another never decide a target, even when they would meet it.
+func TestTargetsReadOnlyAlternatingRows(t *testing.T) {
+	results := absolute(150, 9000, 15000)
+	// Alternating rows that miss every target beside absolute rows that
+	// meet them all.
+	for _, r := range absolute(1000, 90000, 100) {
+		results = append(results, withRounds(r))
+	}
+	for _, tg := range Targets(results) {
+		if tg.Met() {
+			t.Errorf("%s met (%s): judged on the absolute rows", tg.Name, tg.Measured)
+		}
+	}
+	for _, tg := range Targets(absolute(150, 9000, 15000)) {
+		if tg.Verdict() != "not measured" {
+			t.Errorf("%s: %s without alternating rows, want not measured", tg.Name, tg.Verdict())
+		}
+	}
+}
+
+// TestTargetsReportRoundSpread: the measured text carries the per-round
+// ratios beside the pooled one.
+func TestTargetsReportRoundSpread(t *testing.T) {
+	results := run(150, 9000, 15000)
+	// Round 2 of the store is twice as slow as round 1, the baseline even.
+	for i, r := range results {
+		if r.Name == Alternating(durableCAS) {
+			results[i].Rounds = []harness.RoundStat{{P50us: 100}, {P50us: 200}}
+		}
+		if r.Name == Alternating(rawAppend) {
+			results[i].Rounds = []harness.RoundStat{{P50us: 200}, {P50us: 200}}
+		}
+	}
+	got := Targets(results)[0].Measured
+	if want := "0.75× (150 / 200 µs, pooled over the rounds); 2 rounds: 0.50–1.00×, median 0.75×"; got != want {
+		t.Errorf("measured %q, want %q", got, want)
 	}
 }
 
@@ -89,7 +153,7 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{r.Command, "github.com/tidwall/wal | v1.2.1", "| met |", "(15000 / 19000 ops/s)", r.Machine.Go,
+	for _, want := range []string{r.Command, "github.com/tidwall/wal | v1.2.1", "| met |", "(15000 / 19000 ops/s, pooled over the rounds)", r.Machine.Go,
 		FigureDir + "/" + LatencyFigure, FigureDir + "/" + ThroughputFile, "| etcd_cas_concurrent | 127 |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)

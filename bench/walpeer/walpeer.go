@@ -89,3 +89,37 @@ func Group(dir string, payloadSize, writers int, b harness.Budget) (harness.Resu
 	res.Note += fmt.Sprintf(" tidwall/wal segment=%dB WriteBatch+Sync", journal.DefaultSegmentSize)
 	return res, nil
 }
+
+// Committer is wal_group one submission at a time, for runs that
+// interleave it with other workloads: a fresh log behind one group
+// committer, which stays open across the caller's bursts.
+type Committer struct {
+	sink    *Sink
+	g       *harness.GroupCommitter
+	payload []byte
+}
+
+// NewCommitter opens a fresh log in dir behind a group committer taking
+// payloadSize-byte submissions.
+func NewCommitter(dir string, payloadSize int) (*Committer, error) {
+	sink, err := Open(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Committer{sink: sink, g: harness.NewSinkCommitter(sink, 0), payload: harness.Payload(payloadSize)}, nil
+}
+
+// Commit submits one payload and returns once its batch is durable.
+func (c *Committer) Commit() error { return c.g.Commit(c.payload) }
+
+// Close closes the committer and its log and checks that the log holds
+// exactly the answered entries.
+func (c *Committer) Close() error {
+	if err := c.g.Close(); err != nil {
+		return err
+	}
+	if ops := c.g.Stats().Ops; c.sink.Entries() != uint64(ops) {
+		return fmt.Errorf("walpeer: %d entries committed for %d answers", c.sink.Entries(), ops)
+	}
+	return nil
+}

@@ -193,6 +193,9 @@ func run(args []string) error {
 	if err := harness.WriteTable(os.Stdout, rep.Results); err != nil {
 		return err
 	}
+	if err := printTargets(os.Stdout, rep.Results); err != nil {
+		return err
+	}
 	if *jsonPath != "" {
 		if err := harness.WriteJSON(*jsonPath, rep); err != nil {
 			return err

@@ -145,8 +145,8 @@ func runConcurrentCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness
 			return owners[wr+(i%owned)*writers].cas(s)
 		})
 		st := s.JournalStats()
-		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f syncs=%d records_per_sync=%.1f",
-			st.Appends, float64(st.Records)/float64(max(st.Appends, 1)), st.Syncs, float64(st.Records)/float64(max(st.Syncs, 1)))
+		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f syncs=%d records_per_sync=%.1f checkpoints=%d",
+			st.Appends, float64(st.Records)/float64(max(st.Appends, 1)), st.Syncs, float64(st.Records)/float64(max(st.Syncs, 1)), s.Stats().Checkpoints.Written)
 		if noSync {
 			r.Note += " journal without fsync"
 		}

@@ -47,6 +47,10 @@ var workloads = []workload{
 	{name: boltpeer.NameCASConcurrent, run: concurrentPeer(boltpeer.NameCASConcurrent, openBolt(true), "Batch")},
 	{name: etcdpeer.NameCAS, run: serialPeer(etcdpeer.NameCAS, openEtcd, "embedded single member, in-process client")},
 	{name: etcdpeer.NameCASConcurrent, run: concurrentPeer(etcdpeer.NameCASConcurrent, openEtcd, "embedded single member, in-process client")},
+	// The targets' own measurement: their sides in alternating rounds
+	// (target_workloads.go).
+	{name: nameTargetsSerial, run: runTargetsSerial},
+	{name: nameTargetsConcurrent, run: runTargetsConcurrent},
 }
 
 // serialFigure and concurrentFigure are the workloads the report draws,
