@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"context"
 	"fmt"
+	"runtime/trace"
 	"slices"
 	"time"
 )
@@ -24,10 +26,13 @@ type RoundStat struct {
 }
 
 // SerialSide is one workload of [AlternateSerial]: Op(i) performs the
-// side's i-th operation (i counts on across rounds).
+// side's i-th operation (i counts on across rounds); Enter, if set, runs
+// before each of the side's rounds, untimed (a workload that measures a
+// background activity switches it on for its own rounds only).
 type SerialSide struct {
-	Name string
-	Op   func(i int) error
+	Name  string
+	Op    func(i int) error
+	Enter func()
 }
 
 // ConcurrentSide is one workload of [AlternateConcurrent]: Op(w, i) is
@@ -68,11 +73,19 @@ func AlternateSerial(sides []SerialSide, rounds, perRound int) ([]Result, error)
 	round := NewLatencies(perRound)
 	for k := range rounds {
 		for _, i := range roundOrder(len(sides), k) {
+			if sides[i].Enter != nil {
+				sides[i].Enter()
+			}
 			round.Reset()
 			start := time.Now()
 			for n := range perRound {
 				t0 := time.Now()
-				if err := sides[i].Op(k*perRound + n); err != nil {
+				// A region per operation lets an execution trace (qualify
+				// --trace) attribute the scheduler's events to the side.
+				region := trace.StartRegion(context.Background(), sides[i].Name)
+				err := sides[i].Op(k*perRound + n)
+				region.End()
+				if err != nil {
 					return nil, fmt.Errorf("%s: round %d op %d: %w", sides[i].Name, k, n, err)
 				}
 				round.Record(time.Since(t0))

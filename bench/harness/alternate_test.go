@@ -20,12 +20,12 @@ func TestAlternateSerialRotatesAndPools(t *testing.T) {
 	var sides []SerialSide
 	for _, name := range []string{"a", "b", "c"} {
 		sides = append(sides, SerialSide{Name: name, Op: func(i int) error {
-			if len(trace) == 0 || trace[len(trace)-1] != name {
-				trace = append(trace, name)
+			if trace[len(trace)-1] != name {
+				t.Errorf("%s's op %d ran without its Enter", name, i)
 			}
 			seen[name] = append(seen[name], i)
 			return nil
-		}})
+		}, Enter: func() { trace = append(trace, name) }})
 	}
 	out, err := AlternateSerial(sides, rounds, perRound)
 	if err != nil {

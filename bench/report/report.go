@@ -91,7 +91,7 @@ func writeMarkdown(w io.Writer, run Run, results []harness.Result) error {
 	fmt.Fprintf(&b, "so that the disk's drift during the run falls on both sides alike. The ratio is of the figures pooled over every round; the spread of the same ratio over single rounds follows it. ")
 	fmt.Fprintf(&b, "The other rows were measured one workload after another and are not compared with each other here.\n\n")
 	fmt.Fprintf(&b, "| target | measured | verdict |\n|---|---|---|\n")
-	for _, t := range append(Targets(results), wireTarget(results)) {
+	for _, t := range AllTargets(results) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, t.Verdict())
 	}
 	fmt.Fprintf(&b, "\n## Figures\n\n")

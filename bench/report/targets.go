@@ -69,26 +69,12 @@ func Alternating(name string) string { return name + alternatingSuffix }
 func Targets(results []harness.Result) []Target {
 	var out []Target
 	ratio := func(name string, a, b harness.Result, fig func(harness.RoundStat) float64, unit string, bound float64, atMost bool) {
-		what := Alternating(a.Name) + " or " + Alternating(b.Name)
-		t := Target{Name: name, Bound: bound, AtMost: atMost, Measured: "missing: " + what}
-		x, y := fig(harness.RoundStat{P50us: a.P50us, MaxUs: a.MaxUs, OpsPerS: a.OpsPerS}), fig(harness.RoundStat{P50us: b.P50us, MaxUs: b.MaxUs, OpsPerS: b.OpsPerS})
-		if x > 0 && y > 0 {
-			t.Ratio = x / y
-			t.Measured = fmt.Sprintf("%.2f× (%.0f / %.0f %s, pooled over the rounds)", t.Ratio, x, y, unit)
-			if rs := harness.RoundRatios(a, b, fig); len(rs) > 0 {
-				t.Measured += fmt.Sprintf("; %d rounds: %.2f–%.2f×, median %.2f×", len(rs), rs[0], rs[len(rs)-1], (rs[(len(rs)-1)/2]+rs[len(rs)/2])/2)
-			}
-		}
-		out = append(out, t)
+		out = append(out, ratioTarget(name, a, b, fig, unit, bound, atMost))
 	}
 	p50 := func(r harness.RoundStat) float64 { return r.P50us }
 	maxLat := func(r harness.RoundStat) float64 { return r.MaxUs }
 	ops := func(r harness.RoundStat) float64 { return r.OpsPerS }
-	alt := func(name string) harness.Result {
-		r, _ := find(results, Alternating(name), 0)
-		r.Name = name
-		return r
-	}
+	alt := func(name string) harness.Result { return alternating(results, name) }
 	d, raw, sq := alt(durableCAS), alt(rawAppend), alt(sqliteCAS)
 	ratio("durable_cas p50 ≤ 0.9× raw_append_fdatasync p50", d, raw, p50, "µs", 0.9, true)
 	ratio("durable_cas p50 ≤ 1.0× sqlite_cas p50", d, sq, p50, "µs", 1.0, true)
@@ -103,4 +89,29 @@ func Targets(results []harness.Result) []Target {
 	}
 	ratio("durable_cas_concurrent ≥ 2× the best peer at 127 writers", dc, best, ops, "ops/s", 2, false)
 	return out
+}
+
+// ratioTarget judges a's figure against b's (picked by fig from the pooled
+// rows) against bound, and gives in Measured the pooled ratio and its
+// spread over single rounds.
+func ratioTarget(name string, a, b harness.Result, fig func(harness.RoundStat) float64, unit string, bound float64, atMost bool) Target {
+	what := Alternating(a.Name) + " or " + Alternating(b.Name)
+	t := Target{Name: name, Bound: bound, AtMost: atMost, Measured: "missing: " + what}
+	x, y := fig(harness.RoundStat{P50us: a.P50us, MaxUs: a.MaxUs, OpsPerS: a.OpsPerS}), fig(harness.RoundStat{P50us: b.P50us, MaxUs: b.MaxUs, OpsPerS: b.OpsPerS})
+	if x > 0 && y > 0 {
+		t.Ratio = x / y
+		t.Measured = fmt.Sprintf("%.2f× (%.0f / %.0f %s, pooled over the rounds)", t.Ratio, x, y, unit)
+		if rs := harness.RoundRatios(a, b, fig); len(rs) > 0 {
+			t.Measured += fmt.Sprintf("; %d rounds: %.2f–%.2f×, median %.2f×", len(rs), rs[0], rs[len(rs)-1], (rs[(len(rs)-1)/2]+rs[len(rs)/2])/2)
+		}
+	}
+	return t
+}
+
+// alternating returns the pooled row of name's side in an alternating
+// workload, under name (a zero row when the run did not measure it).
+func alternating(results []harness.Result, name string) harness.Result {
+	r, _ := find(results, Alternating(name), 0)
+	r.Name = name
+	return r
 }

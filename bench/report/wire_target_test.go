@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/keeppeek/statestore/bench/harness"
@@ -12,11 +13,11 @@ func TestWireTarget(t *testing.T) {
 		results []harness.Result
 		want    string
 	}{
-		{"within the bound", []harness.Result{serialResult(durableCASPaired, 200, 900), serialResult(wireCASPaired, 219, 900)}, "met"},
-		{"the bound is inclusive", []harness.Result{serialResult(durableCASPaired, 200, 900), serialResult(wireCASPaired, 220, 900)}, "met"},
-		{"over the bound", []harness.Result{serialResult(durableCASPaired, 200, 900), serialResult(wireCASPaired, 221, 900)}, "MISSED"},
-		// The unpaired rows do not judge it.
-		{"only the separate rows", []harness.Result{serialResult(durableCAS, 200, 900), serialResult("wire_cas", 100, 900)}, "not measured"},
+		{"within the bound", []harness.Result{serialResult(Alternating(durableCAS), 200, 900), serialResult(Alternating(wireCAS), 219, 900)}, "met"},
+		{"the bound is inclusive", []harness.Result{serialResult(Alternating(durableCAS), 200, 900), serialResult(Alternating(wireCAS), 220, 900)}, "met"},
+		{"over the bound", []harness.Result{serialResult(Alternating(durableCAS), 200, 900), serialResult(Alternating(wireCAS), 221, 900)}, "MISSED"},
+		// The rows measured apart do not judge it.
+		{"only the separate rows", []harness.Result{serialResult(durableCAS, 200, 900), serialResult(wireCAS, 100, 900)}, "not measured"},
 		{"nothing measured", nil, "not measured"},
 	}
 	for _, tc := range tests {
@@ -25,5 +26,10 @@ func TestWireTarget(t *testing.T) {
 				t.Fatalf("%s (%s), want %s", got.Verdict(), got.Measured, tc.want)
 			}
 		})
+	}
+	floor := wireTarget([]harness.Result{serialResult(Alternating(durableCAS), 200, 900), serialResult(Alternating(wireCAS), 260, 900),
+		serialResult(Alternating(pipeCASFloor), 230, 900)})
+	if !strings.Contains(floor.Measured, "the transport floor (pipe_cas_floor) alone: 1.15×") {
+		t.Fatalf("measured %q: want the floor's own ratio", floor.Measured)
 	}
 }

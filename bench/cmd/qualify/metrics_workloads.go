@@ -32,14 +32,14 @@ const scrapeEvery = 100 * time.Millisecond
 // cost is in every durable_cas row; what an embedder turns on is a
 // registry that scrapes them. Two stores each run the durable_cas workload
 // (env.Ops compare-and-sets over 127 owners), in alternating rounds of one
-// write per owner (alternateRounds);
+// write per owner (harness.AlternateSerial);
 // while the scraped store's rounds run, another goroutine scrapes its
 // collector through promhttp (Stats, then text encoding) every
 // scrapeEvery. Rows: durable_cas_metrics (scraped) and
 // durable_cas_unscraped (the same writes, nobody scraping), whose p50
 // ratio is in the scraped row's note.
 func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
-	var sides [2]*pairedSide
+	sides := make([]harness.SerialSide, 2)
 	var stores [2]*statestore.Store
 	var scraping atomic.Bool
 	for i, name := range []string{nameDurableCASUnscraped, nameDurableCASMetrics} {
@@ -51,8 +51,8 @@ func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
 		owners := newOwners(casKeys)
 		scrape := i == 1
 		stores[i] = s
-		sides[i] = &pairedSide{name: name, op: func(i int) error { return owners[i%casKeys].cas(s) },
-			enter: func() { scraping.Store(scrape) }}
+		sides[i] = harness.SerialSide{Name: name, Op: func(i int) error { return owners[i%casKeys].cas(s) },
+			Enter: func() { scraping.Store(scrape) }}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -91,15 +91,13 @@ func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
 		wg.Wait()
 	}()
 
-	err := alternateRounds(env.Ops, casKeys, sides)
+	out, err := harness.AlternateSerial(sides, casRounds(env), casKeys)
 	scraping.Store(false)
 	if err != nil {
 		return nil, err
 	}
-
-	out := make([]harness.Result, len(sides))
-	for i, sd := range sides {
-		out[i] = sd.result(fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sd.ops, casKeys, harness.DocBytes, sides[1-i].name))
+	for i := range out {
+		out[i].Note += fmt.Sprintf(", owners=%d doc=%dB", casKeys, harness.DocBytes)
 	}
 	m := &out[1]
 	if n := scrapes.Load(); n == 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"net"
 
@@ -9,11 +8,8 @@ import (
 	"github.com/keeppeek/statestore/bench/harness"
 )
 
-// Names of the transport-floor workload's rows.
-const (
-	nameDurableCASFloor = "durable_cas_floor"
-	namePipeCASFloor    = "pipe_cas_floor"
-)
+// namePipeCASFloor names the transport floor's side of targets_serial.
+const namePipeCASFloor = "pipe_cas_floor"
 
 // pipeCAS is the floor under wire_cas: the same compare-and-sets, each done
 // by a goroutine on the far side of a net.Pipe that a fixed-size request
@@ -77,41 +73,4 @@ func (c *pipeCAS) close() error {
 		}
 	}
 	return first
-}
-
-// runPipeFloorPaired measures the transport floor under the wire target:
-// durable_cas_floor (direct) and pipe_cas_floor (the same CAS answered
-// over net.Pipe with no protocol) in alternating rounds, as
-// wire_cas_paired does. The pipe row's note gives the floor's p50 ratio:
-// when it alone exceeds the wire target's 1.1x, no dispatcher over
-// net.Pipe can meet that target on this machine.
-func runPipeFloorPaired(env *Env) ([]harness.Result, error) {
-	direct, err := openScratch(env, nameDurableCASFloor, statestore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer direct.Close()
-	piped, err := openScratch(env, namePipeCASFloor, statestore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer piped.Close()
-	owners := newOwners(casKeys)
-	c := newPipeCAS(piped, newOwners(casKeys))
-	sides := [2]*pairedSide{
-		{name: nameDurableCASFloor, op: func(i int) error { return owners[i%casKeys].cas(direct) }},
-		{name: namePipeCASFloor, op: c.op},
-	}
-	err = alternateRounds(env.Ops, casKeys, sides)
-	if cerr := c.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	d := sides[0].result(fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sides[0].ops, casKeys, harness.DocBytes, namePipeCASFloor))
-	p := sides[1].result(fmt.Sprintf("n=%d the same CAS answered over net.Pipe, no protocol (%d-byte frames), rounds alternating with %s; p50 ratio %.3fx, %s",
-		sides[1].ops, floorFrame, nameDurableCASFloor, sides[1].lat.Percentile(50).Seconds()/sides[0].lat.Percentile(50).Seconds(),
-		spread(roundRatios(sides[1], sides[0]))))
-	return []harness.Result{d, p}, nil
 }

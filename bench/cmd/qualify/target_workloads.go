@@ -12,6 +12,7 @@ import (
 	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
 	"github.com/keeppeek/statestore/bench/walpeer"
+	"github.com/keeppeek/statestore/dispatch"
 )
 
 // The target workloads. Every ratio target of issue 15 compares two
@@ -65,8 +66,10 @@ func openStore(dir string) (*statestore.Store, error) {
 }
 
 // runTargetsSerial alternates, in rounds of one compare-and-set per owner
-// (127 ops), the store's durable CAS, the raw append+fdatasync floor and
-// SQLite's CAS, env.Ops operations each.
+// (127 ops), the store's durable CAS, the raw append+fdatasync floor,
+// SQLite's CAS, the durable CAS through the wire (dispatcher and framing
+// over net.Pipe, one session per owner) and that CAS answered over net.Pipe
+// with no protocol (the wire's transport floor), env.Ops operations each.
 func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
@@ -82,15 +85,32 @@ func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	wired, err := openIn(env, &cl, nameWireCAS, openStore)
+	if err != nil {
+		return nil, err
+	}
+	wire := newWireCAS(dispatch.New(wired, dispatch.Options{}))
+	cl = append(cl, wire.close)
+	piped, err := openIn(env, &cl, namePipeCASFloor, openStore)
+	if err != nil {
+		return nil, err
+	}
+	floor := newPipeCAS(piped, newOwners(casKeys))
+	cl = append(cl, floor.close)
 	owners := newOwners(casKeys)
 	sides := []harness.SerialSide{
 		{Name: report.Alternating(nameDurableCAS), Op: func(i int) error { return owners[i%casKeys].cas(s) }},
 		{Name: report.Alternating(harness.NameRawAppend), Op: func(int) error { return raw.Append() }},
 		{Name: report.Alternating(sqlitepeer.NameCAS), Op: func(i int) error { return sq.CAS(i % casKeys) }},
+		{Name: report.Alternating(nameWireCAS), Op: wire.op},
+		{Name: report.Alternating(namePipeCASFloor), Op: floor.op},
 	}
-	rounds := (env.Ops + casKeys - 1) / casKeys
-	return harness.AlternateSerial(sides, rounds, casKeys)
+	return harness.AlternateSerial(sides, casRounds(env), casKeys)
 }
+
+// casRounds is the number of rounds of one compare-and-set per owner that
+// make env.Ops operations (rounded up).
+func casRounds(env *Env) int { return (env.Ops + casKeys - 1) / casKeys }
 
 // runTargetsConcurrent alternates bursts of 127 writers of the store's
 // concurrent CAS, wal_group (the same bytes through tidwall/wal by one
@@ -141,7 +161,7 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 // any of them, so a run of the target workloads alone shows its verdicts
 // without writing a report.
 func printTargets(w io.Writer, results []harness.Result) error {
-	targets := report.Targets(results)
+	targets := report.AllTargets(results)
 	measured := false
 	for _, t := range targets {
 		measured = measured || t.Verdict() != "not measured"

@@ -20,10 +20,6 @@ import (
 const (
 	nameWireCAS    = "wire_cas"
 	nameWireFanout = "wire_fanout"
-	// nameWireCASPaired and nameDurableCASPaired are the rows of the
-	// workload that judges wire_cas: the two run in alternating rounds.
-	nameWireCASPaired    = "wire_cas_paired"
-	nameDurableCASPaired = "durable_cas_paired"
 )
 
 // wireSession is the client end of one dispatcher session over the
@@ -105,7 +101,7 @@ func (c *wireCAS) close() error {
 const wireCASNote = "dispatcher+framing over net.Pipe, one session per owner"
 
 // runWireCAS is durable_cas through the wire, on its own: the absolute
-// row. wire_cas_paired judges the target.
+// row. targets_serial judges the target.
 func runWireCAS(env *Env) ([]harness.Result, error) {
 	s, err := openScratch(env, nameWireCAS, statestore.Options{})
 	if err != nil {
@@ -123,44 +119,6 @@ func runWireCAS(env *Env) ([]harness.Result, error) {
 	r.Writers = 1
 	r.Note = fmt.Sprintf("owners=%d doc=%dB %s", casKeys, harness.DocBytes, wireCASNote)
 	return []harness.Result{r}, nil
-}
-
-// runWireCASPaired measures what the wire adds to the serial durable CAS:
-// two stores, one written directly (durable_cas_paired) and one through
-// dispatcher sessions (wire_cas_paired), each env.Ops compare-and-sets in
-// alternating rounds of one write per owner (alternateRounds), so that the
-// disk's and the machine's drift falls on both; the pooled p50s judge the
-// wire_cas target, and the wire row's note gives their ratio and its
-// spread over the rounds.
-func runWireCASPaired(env *Env) ([]harness.Result, error) {
-	direct, err := openScratch(env, nameDurableCASPaired, statestore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer direct.Close()
-	wired, err := openScratch(env, nameWireCASPaired, statestore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer wired.Close()
-	owners := newOwners(casKeys)
-	c := newWireCAS(dispatch.New(wired, dispatch.Options{}))
-	sides := [2]*pairedSide{
-		{name: nameDurableCASPaired, op: func(i int) error { return owners[i%casKeys].cas(direct) }},
-		{name: nameWireCASPaired, op: c.op},
-	}
-	err = alternateRounds(env.Ops, casKeys, sides)
-	if cerr := c.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	d := sides[0].result(fmt.Sprintf("n=%d owners=%d doc=%dB, rounds alternating with %s", sides[0].ops, casKeys, harness.DocBytes, nameWireCASPaired))
-	w := sides[1].result(fmt.Sprintf("n=%d owners=%d doc=%dB %s, rounds alternating with %s; p50 ratio %.3fx, %s",
-		sides[1].ops, casKeys, harness.DocBytes, wireCASNote, nameDurableCASPaired, sides[1].lat.Percentile(50).Seconds()/sides[0].lat.Percentile(50).Seconds(),
-		spread(roundRatios(sides[1], sides[0]))))
-	return []harness.Result{d, w}, nil
 }
 
 // runWireFanout is watch_fanout with every message encoded, framed, sent

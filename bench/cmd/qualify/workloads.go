@@ -21,8 +21,6 @@ var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
 	{name: nameDurableCASMetrics, run: runDurableCASMetrics},
 	{name: nameWireCAS, run: runWireCAS},
-	{name: nameWireCASPaired, run: runWireCASPaired},
-	{name: "pipe_floor_paired", run: runPipeFloorPaired},
 	{name: harness.NameRawAppend, run: runRawAppend},
 	{name: harness.NameRawOverwrite, run: serialRaw(harness.RawOverwriteFdatasync)},
 	{name: harness.NameRawFallocate, run: serialRaw(harness.RawFallocateFdatasync)},
