@@ -68,6 +68,9 @@ type Reader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte
+	// held is the length of the last frame returned in place from r's
+	// buffer, skipped at the next call.
+	held int
 }
 
 // NewReader returns a Reader of r that rejects frames over maxBytes
@@ -83,12 +86,31 @@ func NewReader(r io.Reader, maxBytes int) *Reader {
 // It returns io.EOF at a clean end of stream (between frames),
 // io.ErrUnexpectedEOF inside a frame, ErrBadPrefix or a *FrameSizeError.
 func (r *Reader) ReadFrame() ([]byte, error) {
+	if r.held > 0 {
+		_, _ = r.r.Discard(r.held) // buffered already: cannot fail
+		r.held = 0
+	}
 	n, err := r.readPrefix()
 	if err != nil {
 		return nil, err
 	}
 	if n > uint64(r.max) {
 		return nil, &FrameSizeError{Size: n, Max: r.max}
+	}
+	if int(n) <= r.r.Size() {
+		// A frame that fits in the read buffer is returned where it lies:
+		// copying it out would touch another frame-sized buffer of this
+		// stream per frame, cold by the time a mostly idle session reads
+		// again.
+		b, err := r.r.Peek(int(n))
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		r.held = int(n)
+		return b, nil
 	}
 	if cap(r.buf) < int(n) {
 		r.buf = make([]byte, n)
@@ -142,10 +164,17 @@ type Conn[In, Out proto.Message] struct {
 	rd    *Reader
 	newIn func() In
 
-	wmu  sync.Mutex
-	w    io.Writer
-	wbuf []byte
+	wmu sync.Mutex // one Write at a time
+	w   io.Writer
 }
+
+// sendBuffers holds encoding buffers shared by every Conn: a buffer used
+// by the last Send on this processor is still in its cache, where one kept
+// per connection would be cold whenever the connection is mostly idle.
+var sendBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuffer keeps a rare huge frame's buffer out of the pool.
+const maxPooledBuffer = 4 * DefaultMaxFrameBytes
 
 // NewConn returns a Conn over rw whose Recv rejects frames over maxBytes
 // (DefaultMaxFrameBytes when maxBytes <= 0) and decodes each into a fresh
@@ -173,16 +202,16 @@ func (c *Conn[In, Out]) Recv() (In, error) {
 
 // Send encodes m and writes it as one frame with one Write call.
 func (c *Conn[In, Out]) Send(m Out) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	b, err := AppendFrame(c.wbuf[:0], m)
-	if err != nil {
-		return err
+	bp := sendBuffers.Get().(*[]byte)
+	b, err := AppendFrame((*bp)[:0], m)
+	if err == nil {
+		c.wmu.Lock()
+		_, err = c.w.Write(b)
+		c.wmu.Unlock()
 	}
-	c.wbuf = b
-	_, err = c.w.Write(b)
-	if cap(c.wbuf) > 4*DefaultMaxFrameBytes {
-		c.wbuf = nil // do not keep a rare huge buffer alive
+	if cap(b) <= maxPooledBuffer {
+		*bp = b[:0]
+		sendBuffers.Put(bp)
 	}
 	return err
 }

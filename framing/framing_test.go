@@ -6,7 +6,9 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/iotest"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
@@ -94,6 +96,44 @@ func TestReadFrameErrors(t *testing.T) {
 			_, err := NewReader(bytes.NewReader(tc.input), tc.max).ReadFrame()
 			if !tc.check(err) {
 				t.Fatalf("ReadFrame: %v", err)
+			}
+		})
+	}
+}
+
+// TestFramesAroundTheReadBufferSize reads frames smaller than, equal to and
+// larger than the read buffer, back to back, through streams that deliver
+// them whole, in halves and a byte at a time: a frame returned in place
+// from the buffer and one copied out both come back intact, and each is
+// skipped exactly once before the next.
+func TestFramesAroundTheReadBufferSize(t *testing.T) {
+	sizes := []int{0, 1, 127, 128, 2293, 4093, 4094, 4095, 4096, 4097, 9000, 2293, 0, 70000, 5}
+	var stream []byte
+	for i, n := range sizes {
+		stream = protowire.AppendVarint(stream, uint64(n))
+		stream = append(stream, bytes.Repeat([]byte{byte(i + 1)}, n)...)
+	}
+	for _, tc := range []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{
+		{"whole", func(r io.Reader) io.Reader { return r }},
+		{"halves", iotest.HalfReader},
+		{"bytes", iotest.OneByteReader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := NewReader(tc.wrap(bytes.NewReader(stream)), 0)
+			for i, n := range sizes {
+				b, err := rd.ReadFrame()
+				if err != nil {
+					t.Fatalf("frame %d (%d bytes): %v", i, n, err)
+				}
+				if !bytes.Equal(b, bytes.Repeat([]byte{byte(i + 1)}, n)) {
+					t.Fatalf("frame %d: got %d bytes, want %d bytes of %d", i, len(b), n, i+1)
+				}
+			}
+			if _, err := rd.ReadFrame(); err != io.EOF {
+				t.Fatalf("after the last frame: %v, want io.EOF", err)
 			}
 		})
 	}
