@@ -94,6 +94,15 @@ func TestSyncFailureCutsBack(t *testing.T) {
 	if err := j.Sync(11); err == nil {
 		t.Fatal("sync of cut-back records succeeded")
 	}
+	continuesAfterCut(t, j, dir, 300)
+}
+
+// continuesAfterCut writes two new records at index 4, the first one a
+// failure cut back (records 1..3 were acknowledged), syncs them, closes j
+// and checks that the journal in dir reopens with no cut and replays the
+// acknowledged records and the new ones only.
+func continuesAfterCut(t *testing.T, j *Journal, dir string, segSize int) {
+	t.Helper()
 	again := records(104, 2)
 	for i, r := range again {
 		r.Revision = uint64(4 + i)
@@ -103,13 +112,13 @@ func TestSyncFailureCutsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	j, cut := openJournal(t, dir, 300)
+	j, cut := openJournal(t, dir, segSize)
 	defer j.Close()
 	if cut != nil {
 		t.Fatalf("reopen after recovery reported a cut: %v", cut)
 	}
 	if got := replayAll(t, j); !reflect.DeepEqual(got, append(records(1, 3), again...)) {
-		t.Fatal("reopened journal holds records other than the synced ones")
+		t.Fatal("reopened journal holds records other than the acknowledged ones")
 	}
 }
 
@@ -240,21 +249,5 @@ func TestSyncFailureDuringWrite(t *testing.T) {
 	if j.LastIndex() != 3 || j.Written() != 3 {
 		t.Fatalf("after the failure: last %d written %d, want 3 and 3", j.LastIndex(), j.Written())
 	}
-	again := records(104, 2)
-	for i, r := range again {
-		r.Revision = uint64(4 + i)
-	}
-	mustWrite(t, j, again, 4)
-	if err := j.Sync(5); err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
-	j, cut := openJournal(t, dir, 1<<20)
-	defer j.Close()
-	if cut != nil {
-		t.Fatalf("reopen after recovery reported a cut: %v", cut)
-	}
-	if got := replayAll(t, j); !reflect.DeepEqual(got, append(records(1, 3), again...)) {
-		t.Fatal("reopened journal holds records other than the acknowledged ones")
-	}
+	continuesAfterCut(t, j, dir, 1<<20)
 }
