@@ -908,6 +908,12 @@ func (j *Journal) Reclaim(index uint64) error {
 	}
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	j.mu.Lock()
+	closed = j.closed
+	j.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	for i, seg := range segs[:n] {
 		// A TruncateFront since the listing may have removed it already.
 		if err := os.Remove(seg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
