@@ -34,7 +34,10 @@ func (b *batch) admit(o *op) (*Entry, error) {
 		if exists {
 			oldSize, created = old.Size(), old.CreatedMs
 		}
-		if err := s.limits.CheckPut(s.usage(b.view, o.ns), o.ns, exists, oldSize, int64(len(o.doc))); err != nil {
+		// One lookup of the namespace's counters serves the quota and the
+		// revision.
+		n := b.view.Namespace(o.ns)
+		if err := s.limits.CheckPut(s.usage(b.view, o.ns, n), o.ns, exists, oldSize, int64(len(o.doc))); err != nil {
 			return nil, wrapErr(QuotaExceeded, boundField(err), err)
 		}
 		var expires int64
@@ -42,7 +45,7 @@ func (b *batch) admit(o *op) (*Entry, error) {
 			expires = b.now + o.ttl.Milliseconds()
 		}
 		rec := &journal.Record{Kind: journal.KindPut, Namespace: o.ns, Key: o.key,
-			Revision: b.view.Namespace(o.ns).Revision + 1, Schema: o.schema, Owner: o.owner,
+			Revision: n.Revision + 1, Schema: o.schema, Owner: o.owner,
 			CreatedMs: created, UpdatedMs: b.now, ExpiresMs: expires, Document: o.doc}
 		e, err := b.add(rec)
 		if err != nil {

@@ -246,9 +246,11 @@ func (s *Store) checker() *ReplayChecker {
 	return &ReplayChecker{limits: s.limits, schemas: s.schemas}
 }
 
-func (s *Store) usage(v *materialize.View, namespace string) quota.Usage {
+// usage is what the quotas judge a write to namespace against on v; n is
+// the namespace's counters in v, which the caller has already looked up.
+func (s *Store) usage(v *materialize.View, namespace string, n materialize.Namespace) quota.Usage {
 	_, bytes, nss := v.Totals()
-	return s.otherUsage(quota.Usage{Namespaces: nss, NamespaceEntries: v.Namespace(namespace).Entries, TotalBytes: bytes}, namespace)
+	return s.otherUsage(quota.Usage{Namespaces: nss, NamespaceEntries: n.Entries, TotalBytes: bytes}, namespace)
 }
 
 func defaultRegistry() *schema.Registry { return schema.NewRegistry() }

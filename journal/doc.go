@@ -89,7 +89,20 @@
 //     commit. Options.NoPrewrite keeps the tail append-only.
 //   - tidwall/wal's tail buffer is pre-sized to a whole segment (tidwall.go)
 //     so its appends never reallocate it; a tidwall/wal whose layout differs
-//     makes this a no-op, never a memory error.
+//     makes this a no-op, never a memory error. The buffer is one an earlier
+//     tail had, once tidwall/wal holds it no longer (checked on its
+//     segments, never assumed), so a segment change allocates nothing; and
+//     a batch whose entry seals a segment is handed over in two parts, so
+//     the new tail is pre-sized before the rest of the batch lands in it.
+//   - Two locks, taken in this order: wmu by everything that changes the
+//     files or the wal handle (Write for its whole batch, the pre-writer's
+//     zero write, a recovery, TruncateFront, Reclaim's removals, the
+//     reserve's writes, Close), mu for the fields, in short steps only. So
+//     a Sync whose fdatasync returns acknowledges at once, never behind a
+//     batch being encoded and written or a directory being listed. A failed
+//     fdatasync marks the journal broken under mu at once (from then on no
+//     Sync acknowledges anything) and cuts the files back once it holds
+//     wmu, after any batch being written, which the cut removes too.
 //   - Reclaim frees space by removing whole sealed segments, oldest first,
 //     never by tidwall/wal's TruncateFront (which rewrites a segment and
 //     fsyncs under the lock writes take).

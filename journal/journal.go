@@ -55,7 +55,17 @@ type Options struct {
 // page cache, Sync makes everything written so far durable. Only synced
 // records count as acknowledged; any failure cuts the files back to the
 // last synced record, so written-but-unsynced records never survive one.
+//
+// Two locks, always taken in this order: wmu is held by whatever changes
+// the files or the wal handle (a Write for its whole batch, the
+// pre-writer's zero write, a recovery, a truncation, Close), so none of
+// them overlaps another; mu guards the fields and is held only for short
+// steps, never across a batch's encoding or its write(2). So a Sync whose
+// fdatasync returns acknowledges its records at once instead of waiting
+// for the next batch to be copied and written (at 127 writers that wait
+// was 110-160 us of every 400-700 us sync cycle, the disk idle meanwhile).
 type Journal struct {
+	wmu        sync.Mutex
 	mu         sync.Mutex
 	dir        string
 	opts       Options
@@ -77,13 +87,15 @@ type Journal struct {
 	marker     *floorMarker   // under floorMu
 	served     bool           // MarkServed was called (under floorMu)
 	batch      wal.Batch
+	rest       wal.Batch // the part of a batch after the entry that seals a segment
 	buf        []byte
 	stats      Stats
 	batchBytes int
 	tailGen    uint64 // bumped whenever the tail segment becomes another file
 	reclaimed  bool   // Reclaim removed segments tidwall/wal still lists
 	pre        prewriter
-	reserve    *reserve // nil when Options.ReserveBytes < 0
+	spares     tailSpares // tail buffers for reuse (tidwall.go), under wmu
+	reserve    *reserve   // nil when Options.ReserveBytes < 0
 }
 
 // Stats count what the journal has done since Open, for benchmarks and
@@ -391,37 +403,62 @@ var ErrStale = errors.New("journal: batch built on records that were cut back")
 // files are cut back to the last synced record (so records written earlier
 // but not yet synced are gone too, and their Sync fails).
 func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.closed {
+		j.mu.Unlock()
 		return 0, ErrClosed
 	}
 	if j.broken != nil {
 		if err := j.recoverLocked(); err != nil {
+			j.mu.Unlock()
 			return 0, &StorageError{Op: "recover", Index: first, Err: err}
 		}
 	}
 	if first != j.written+1 {
+		j.mu.Unlock()
 		return 0, &StorageError{Op: "append", Index: first, Err: fmt.Errorf("%w: next index is %d", ErrStale, j.written+1)}
 	}
 	if len(recs) == 0 {
+		j.mu.Unlock()
 		return first, nil
 	}
-	j.batch.Clear()
-	j.batchBytes = 0
 	tail := tailCycle{bytes: j.tailBytes, start: j.tailStart, size: int64(j.opts.SegmentSize)}
+	log := j.log
+	j.mu.Unlock()
+
+	// Under wmu alone: the handle, the batch, the buffer and the tail
+	// offset are the writer's until it returns (see Journal).
+	j.batch.Clear()
+	j.rest.Clear()
+	j.batchBytes = 0
 	tail.begin(first)
+	part, split := &j.batch, false
 	for i, r := range recs {
 		var err error
 		j.buf, err = r.AppendFrame(j.buf[:0])
 		if err != nil {
 			return 0, err
 		}
-		j.batch.Write(first+uint64(i), j.buf)
+		part.Write(first+uint64(i), j.buf)
 		j.batchBytes += len(j.buf)
-		tail.append(len(j.buf), first+uint64(i))
+		if tail.append(len(j.buf), first+uint64(i)) && i+1 < len(recs) {
+			part, split = &j.rest, true
+		}
 	}
-	err := j.log.WriteBatch(&j.batch)
+	err := writeBatch(log, &j.batch)
+	if err == nil && split {
+		// The first part sealed the tail and tidwall/wal opened an empty
+		// segment: its buffer gets a whole segment's room before the rest
+		// of the batch goes in, instead of being regrown from nothing by
+		// it (about 230 KB of garbage at every segment change).
+		presizeTail(log, j.tailCapacity(), &j.spares)
+		err = writeBatch(log, &j.rest)
+	}
+
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if err != nil {
 		j.failLocked(err)
 		return 0, &StorageError{Op: "append", Index: first, Err: j.recoverAfter(err)}
@@ -479,7 +516,8 @@ func (j *Journal) Sync(upTo uint64) error {
 		j.mu.Unlock()
 		return nil
 	}
-	if upTo > j.written {
+	if upTo > j.written || j.broken != nil {
+		// A failure (or one whose cut-back is still to come) took them.
 		last := j.last
 		j.mu.Unlock()
 		return &StorageError{Op: "sync", Index: last + 1, Err: fmt.Errorf("records %d..%d were cut back after a failure", last+1, upTo)}
@@ -497,14 +535,21 @@ func (j *Journal) Sync(upTo uint64) error {
 		}
 	}
 	j.mu.Lock()
+	if err != nil && j.epoch == epoch {
+		j.failLocked(err)
+		// From here on no sync in flight acknowledges anything: the
+		// pages this one failed on may be marked clean, so a later
+		// fdatasync succeeding proves nothing about them.
+		j.epoch++
+		j.mu.Unlock()
+		return j.recoverFailedSync(err)
+	}
 	defer j.mu.Unlock()
 	switch {
-	case err != nil && j.epoch == epoch:
-		j.failLocked(err)
-		return &StorageError{Op: "sync", Index: j.last + 1, Err: j.recoverAfter(err)}
-	case j.epoch != epoch:
-		// A failed write recovered while this sync ran: it cut the
-		// files back to j.last, so nothing this sync covered stands.
+	case j.epoch != epoch || j.broken != nil:
+		// A write or sync failed while this sync ran: the files are (or
+		// are about to be) cut back to j.last, so nothing this sync
+		// covered stands.
 		return &StorageError{Op: "sync", Index: j.last + 1, Err: fmt.Errorf("records %d..%d were cut back by a failure during the sync", j.last+1, upTo)}
 	}
 	j.stats.Syncs++
@@ -530,6 +575,20 @@ func (j *Journal) Sync(upTo uint64) error {
 		j.kickPrewriterLocked()
 	}
 	return nil
+}
+
+// recoverFailedSync cuts the files back after the failed fdatasync err,
+// unless a Write already did (it recovers a broken journal first). It takes
+// wmu, so the cut never overlaps a batch being written.
+func (j *Journal) recoverFailedSync(err error) error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.broken != nil && !j.closed {
+		err = j.recoverAfter(err)
+	}
+	return &StorageError{Op: "sync", Index: j.last + 1, Err: err}
 }
 
 // syncFileLocked returns a descriptor on the tail segment for Sync,
@@ -765,6 +824,8 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 // only for records a durable checkpoint already covers.
 // The directory changes are durable when it returns.
 func (j *Journal) TruncateFront(index uint64) error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -822,23 +883,46 @@ func (j *Journal) TruncateFront(index uint64) error {
 // when no whole segment can be freed.
 func (j *Journal) Reclaim(index uint64) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
+	closed, last, tailStart := j.closed, j.last, j.tailStart
+	j.mu.Unlock()
+	if closed {
 		return ErrClosed
 	}
-	if index > j.last+1 {
-		return fmt.Errorf("reclaim to index %d: beyond last index %d", index, j.last)
+	if index > last+1 {
+		return fmt.Errorf("reclaim to index %d: beyond last index %d", index, last)
 	}
+	// The directory is read under no lock: a segment below the tail
+	// segment is sealed, and only what holds wmu changes sealed files.
+	// Holding mu here stalled every Sync's acknowledgement behind a
+	// directory listing (at 127 writers, most of the wait on mu).
 	segs, err := ListSegments(j.dir)
 	if err != nil {
 		return &StorageError{Op: "reclaim", Err: err}
 	}
-	for i := 0; i+1 < len(segs) && segs[i+1].Start <= index && segs[i].Start < j.tailStart; i++ {
-		if err := os.Remove(segs[i].Path); err != nil {
-			return &StorageError{Op: "reclaim", Index: segs[i].Start, Err: err}
+	n := 0
+	for n+1 < len(segs) && segs[n+1].Start <= index && segs[n].Start < tailStart {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	j.mu.Lock()
+	closed = j.closed
+	j.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	for i, seg := range segs[:n] {
+		// A TruncateFront since the listing may have removed it already.
+		if err := os.Remove(seg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &StorageError{Op: "reclaim", Index: seg.Start, Err: err}
 		}
+		j.mu.Lock()
 		j.first = max(j.first, segs[i+1].Start)
 		j.reclaimed = true
+		j.mu.Unlock()
 	}
 	return nil
 }
@@ -859,15 +943,19 @@ func (j *Journal) Size() (int64, error) {
 // Close flushes and closes the journal. Later calls return ErrClosed.
 func (j *Journal) Close() error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.closed {
+		j.mu.Unlock()
 		return ErrClosed
 	}
 	j.closed = true
 	j.mu.Unlock()
 	j.stopPrewriter()
 	j.floorWG.Wait()
+	// A Write that began before closed was set finishes its batch first.
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.closeSyncFileLocked()
 	err := j.closeFloor(j.last)
 	if j.log == nil {
@@ -918,6 +1006,10 @@ func CreateEmpty(dir string, next uint64) error {
 	// Records up to next-1 live in the image the journal continues.
 	return SetFloor(dir, next-1)
 }
+
+// writeBatch hands a batch to tidwall/wal. A variable so a test can hold a
+// Write in the middle of its batch (holding wmu, not mu).
+var writeBatch = (*wal.Log).WriteBatch
 
 // syncSegmentDir makes a segment file that an append just created durable.
 // A variable so a test can count that every new segment gets one.

@@ -56,7 +56,7 @@ const (
 )
 
 // prewriter is the journal's pre-writing state; every field is under the
-// journal's mu.
+// journal's mu, and f is changed only under wmu as well.
 type prewriter struct {
 	kick chan struct{} // buffered 1: there may be space to prepare
 	stop chan struct{} // closed by Close
@@ -147,7 +147,7 @@ func (j *Journal) kickPrewriterLocked() {
 // for it needs pre-sizing (tidwall.go).
 func (j *Journal) tailChangedLocked() {
 	if j.log != nil && !j.closed {
-		presizeTail(j.log, j.opts.SegmentSize+uvarintLen(uint64(maxFrameSize(j.opts.Limits)))+maxFrameSize(j.opts.Limits))
+		presizeTail(j.log, j.tailCapacity(), &j.spares)
 	}
 	j.tailGen++
 	j.pre.end, j.pre.synced = 0, 0
@@ -157,6 +157,12 @@ func (j *Journal) tailChangedLocked() {
 		j.pre.f.Close()
 		j.pre.f = nil
 	}
+}
+
+// tailCapacity is the buffer capacity tidwall/wal's tail never outgrows: a
+// whole segment plus the largest entry, the one that seals it.
+func (j *Journal) tailCapacity() int {
+	return j.opts.SegmentSize + uvarintLen(uint64(maxFrameSize(j.opts.Limits))) + maxFrameSize(j.opts.Limits)
 }
 
 func (j *Journal) prewriteLoop(kick <-chan struct{}, stop <-chan struct{}, done chan<- struct{}) {
@@ -188,33 +194,42 @@ func (j *Journal) prewriteLoop(kick <-chan struct{}, stop <-chan struct{}, done 
 // prewriteStep writes and syncs one chunk of zeros ahead of the write
 // offset. It reports whether there may be more to do.
 func (j *Journal) prewriteStep(zeros []byte) bool {
+	// wmu: no Write can move the offset past start meanwhile, and the
+	// tail file stays the same one.
+	j.wmu.Lock()
 	j.mu.Lock()
 	if j.closed || j.broken != nil || j.log == nil || j.pre.failedGen == j.tailGen+1 || j.pre.held {
 		j.mu.Unlock()
+		j.wmu.Unlock()
 		return false
 	}
 	start := max(j.pre.end, j.tailBytes)
 	goal := min(int64(j.opts.SegmentSize), j.tailBytes+prewriteAhead)
 	if start >= goal {
 		j.mu.Unlock()
+		j.wmu.Unlock()
 		return false
 	}
 	end := min(start+int64(len(zeros)), goal)
 	f, err := j.prewriteFileLocked()
+	j.mu.Unlock()
 	if err == nil {
-		// Under mu: no Write can move the offset past start meanwhile.
+		// Outside mu, so a Sync returning meanwhile is not held up.
 		_, err = f.WriteAt(zeros[:end-start], start)
 	}
+	j.mu.Lock()
 	if err != nil {
 		// Nothing acknowledged is at stake: commits append as before.
 		j.stats.PrewriteFailures++
 		j.pre.failedGen = j.tailGen + 1
 		j.mu.Unlock()
+		j.wmu.Unlock()
 		return false
 	}
 	j.pre.end = end
 	gen := j.tailGen
 	j.mu.Unlock()
+	j.wmu.Unlock()
 
 	err = prewriteSync(f)
 

@@ -120,6 +120,8 @@ func openReserve(dir string, size int64, noSync bool) *reserve {
 // it did when it last ran out of space, and CheckReserve writes the
 // reserve once there is room.
 func (j *Journal) fillReserve() error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r := j.reserve
@@ -224,6 +226,8 @@ func (j *Journal) CheckReserve() error {
 	if r == nil || !r.spent.Load() {
 		return nil
 	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -239,7 +243,7 @@ func (j *Journal) CheckReserve() error {
 	if free < 2*r.size {
 		return &ReserveError{Bytes: r.size, Free: free}
 	}
-	// Under j.mu no batch is being written, so a restore that fails
+	// Under j.wmu no batch is being written, so a restore that fails
 	// half-way cannot make a journal write fail meanwhile.
 	if err := r.write(); err != nil {
 		return &ReserveError{Bytes: r.size, Free: free, Err: err}

@@ -1,7 +1,9 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,6 +34,13 @@ func ListSegments(dir string) ([]Segment, error) {
 			continue
 		}
 		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed since the directory was read, by a Reclaim
+			// (readers such as Size, the store's metrics and tools take
+			// no lock of the journal): a segment that is gone is not
+			// listed.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stat segment %s: %w", name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/tidwall/wal"
 )
 
 func records(from, n int) []*Record {
@@ -93,6 +94,15 @@ func TestSyncFailureCutsBack(t *testing.T) {
 	if err := j.Sync(11); err == nil {
 		t.Fatal("sync of cut-back records succeeded")
 	}
+	continuesAfterCut(t, j, dir, 300)
+}
+
+// continuesAfterCut writes two new records at index 4, the first one a
+// failure cut back (records 1..3 were acknowledged), syncs them, closes j
+// and checks that the journal in dir reopens with no cut and replays the
+// acknowledged records and the new ones only.
+func continuesAfterCut(t *testing.T, j *Journal, dir string, segSize int) {
+	t.Helper()
 	again := records(104, 2)
 	for i, r := range again {
 		r.Revision = uint64(4 + i)
@@ -102,13 +112,13 @@ func TestSyncFailureCutsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	j, cut := openJournal(t, dir, 300)
+	j, cut := openJournal(t, dir, segSize)
 	defer j.Close()
 	if cut != nil {
 		t.Fatalf("reopen after recovery reported a cut: %v", cut)
 	}
 	if got := replayAll(t, j); !reflect.DeepEqual(got, append(records(1, 3), again...)) {
-		t.Fatal("reopened journal holds records other than the synced ones")
+		t.Fatal("reopened journal holds records other than the acknowledged ones")
 	}
 }
 
@@ -151,4 +161,93 @@ func TestSyncRacingRecovery(t *testing.T) {
 	if j.LastIndex() != 0 || j.Written() != 0 {
 		t.Fatalf("last %d written %d after the recovery, want 0", j.LastIndex(), j.Written())
 	}
+}
+
+// holdWrites makes the next batch handed to tidwall/wal wait, inside
+// Write, until release is closed; entered is closed once it waits.
+func holdWrites(t *testing.T) (entered, release chan struct{}) {
+	t.Helper()
+	entered, release = make(chan struct{}), make(chan struct{})
+	orig := writeBatch
+	var once sync.Once
+	writeBatch = func(l *wal.Log, b *wal.Batch) error {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+		return orig(l, b)
+	}
+	t.Cleanup(func() { writeBatch = orig })
+	return entered, release
+}
+
+// TestSyncAcknowledgesDuringWrite: a Sync acknowledges the records written
+// before it while the next batch is still being written (the writer holds
+// wmu, never mu, across its batch). If Write held the lock Sync
+// acknowledges under, the Sync below would wait for the held batch and the
+// test would never finish.
+func TestSyncAcknowledgesDuringWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 1<<20)
+	defer j.Close()
+	mustWrite(t, j, records(1, 3), 1)
+	entered, release := holdWrites(t)
+	wrote := make(chan error)
+	go func() {
+		_, err := j.Write(records(4, 2), 4)
+		wrote <- err
+	}()
+	<-entered
+	if err := j.Sync(3); err != nil {
+		t.Fatalf("sync while a batch is being written: %v", err)
+	}
+	if j.LastIndex() != 3 || j.Written() != 3 {
+		t.Fatalf("during the held write: last %d written %d, want 3 and 3", j.LastIndex(), j.Written())
+	}
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Sync(5); err != nil || j.LastIndex() != 5 {
+		t.Fatalf("sync after the write: %v, last %d", err, j.LastIndex())
+	}
+}
+
+// TestSyncFailureDuringWrite: an fdatasync that fails while the next batch
+// is being written cuts the files back only once that batch is in them
+// (the cut takes wmu), and the cut removes it too: its records are never
+// acknowledged, the files hold the acknowledged records only, and the
+// journal goes on at the first lost index.
+func TestSyncFailureDuringWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 1<<20)
+	mustWrite(t, j, records(1, 3), 1)
+	if err := j.Sync(3); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, j, records(4, 2), 4)
+	entered, release := holdWrites(t)
+	wrote := make(chan error)
+	go func() {
+		_, err := j.Write(records(6, 2), 6)
+		wrote <- err
+	}()
+	<-entered
+	synced := make(chan error)
+	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	go func() { synced <- j.Sync(5) }()
+	close(release)
+	<-wrote // either outcome: the batch was being written as the sync failed
+	err := <-synced
+	restore()
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("sync under EIO: %v", err)
+	}
+	if err := j.Sync(7); err == nil {
+		t.Fatal("the batch written during the failed sync was acknowledged")
+	}
+	if j.LastIndex() != 3 || j.Written() != 3 {
+		t.Fatalf("after the failure: last %d written %d, want 3 and 3", j.LastIndex(), j.Written())
+	}
+	continuesAfterCut(t, j, dir, 1<<20)
 }

@@ -7,8 +7,10 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/wal"
 )
@@ -299,4 +301,46 @@ func TestTailBufferPresized(t *testing.T) {
 	j.Close()
 	j, _ = openJournal(t, dir, seg)
 	check("after reopening")
+}
+
+// TestTailBufferReused pins that a segment change reuses the buffer of a
+// tail tidwall/wal has dropped from its cache instead of allocating a new
+// segment-sized one, and never one a segment still holds: across many
+// cycles the tails share at most maxTailSpares buffers, the tail's buffer
+// is never the previous (cached) segment's, and every record replays.
+func TestTailBufferReused(t *testing.T) {
+	const seg = 8 << 10
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, seg)
+	defer func() { j.Close() }()
+	bases := map[*byte]bool{}
+	next := 1
+	for cycles := 0; cycles < 8; cycles++ {
+		start := j.tailStart
+		for j.tailStart == start {
+			if _, err := j.Append(records(next, 5)); err != nil {
+				t.Fatal(err)
+			}
+			next += 5
+		}
+		j.mu.Lock()
+		tail := tailBuffer(j.log)
+		segs := reflect.ValueOf(j.log).Elem().FieldByName("segments")
+		prev := segs.Index(segs.Len() - 2).Elem().FieldByName("ebuf")
+		held := *(*[]byte)(unsafe.Pointer(prev.UnsafeAddr()))
+		j.mu.Unlock()
+		base := &(*tail)[:1][0]
+		if cap(held) > 0 && &held[:1][0] == base {
+			t.Fatalf("cycle %d: the tail reuses the buffer the cached segment still holds", cycles)
+		}
+		bases[base] = true
+	}
+	if len(bases) > maxTailSpares {
+		t.Fatalf("8 cycles used %d tail buffers, want at most %d (a new one per segment)", len(bases), maxTailSpares)
+	}
+	j.Close()
+	j, _ = openJournal(t, dir, seg)
+	if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, next-1)) {
+		t.Fatal("records written across reused tail buffers do not replay")
+	}
 }
