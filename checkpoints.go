@@ -34,7 +34,8 @@ import (
 // measured 10% of the CPU in back-to-back checkpoints). With the lag
 // term, writing images takes at most about 1/(1+ckptLagFactor) of the
 // time while writes keep coming, and the journal after the newest image
-// stays within ckptLagFactor checkpoint-durations of writes: what
+// stays within ckptLagFactor checkpoint-durations of writes, and within
+// ckptLagCap bytes whatever the durations: what
 // replaying it costs at the next Open is bounded in time, as a fixed
 // byte threshold bounds it for slower writers. (Replay runs about six
 // times as fast as the fastest commits, so that journal replays in about
@@ -50,6 +51,12 @@ const DefaultCheckpointBytes = 1 << 20
 // waits for this many times the journal bytes committed while the last
 // one ran, so images take at most about a seventeenth of the time.
 const ckptLagFactor = 16
+
+// ckptLagCap bounds that spacing, so the journal after the newest image
+// (what the next Open replays, and what the disk holds beyond the images)
+// keeps a hard bound however slow one image was. A configured threshold,
+// or half the live state, larger than it still wins.
+const ckptLagCap = 8 << 20
 
 // keepCheckpoints is how many images stay on disk.
 const keepCheckpoints = 2
@@ -144,7 +151,7 @@ func (s *Store) maybeCheckpoint() {
 		threshold = DefaultCheckpointBytes
 	}
 	_, live, _ := s.view.Load().Totals()
-	threshold = max(threshold, live/2, ckptLagFactor*s.ckptLag.Load())
+	threshold = max(threshold, live/2, min(ckptLagFactor*s.ckptLag.Load(), ckptLagCap))
 	if int64(s.jnl.Stats().Bytes)-s.ckptMark.Load() < threshold {
 		return
 	}

@@ -19,6 +19,9 @@ func CheckpointLag(s *Store) int64 { return s.ckptLag.Load() }
 // checkpoint waits for.
 const CheckpointLagFactor = ckptLagFactor
 
+// CheckpointLagCap bounds that spacing, in journal bytes.
+const CheckpointLagCap = ckptLagCap
+
 // WaitCheckpoints waits for s's background checkpoints, and any they
 // started, to finish.
 func WaitCheckpoints(s *Store) { s.ckptWG.Wait() }
