@@ -270,14 +270,16 @@ func TestNonAcknowledgingClientLosesItsWatchToBufferOverflow(t *testing.T) {
 	c := e.dial()
 	watch(t, c, 1, "w", "service/a")
 	bound := e.store.Limits().MaxUnackedUpdates
-	for i := range bound + 1 {
-		e.put("service/a", "k", i)
-	}
+	// The client reads every update but acknowledges none. Each is read
+	// before the next write, so none is still queued when the watch
+	// closes (a closed watch's queued updates are dropped, by contract).
 	for i := range bound {
+		e.put("service/a", "k", i)
 		if u := recv(t, c).GetWatchUpdate(); u.GetWatchSequence() != uint64(i+1) {
 			t.Fatalf("message %d = %v, want update %d", i, u, i+1)
 		}
 	}
+	e.put("service/a", "k", bound)
 	cl := recv(t, c).GetWatchClosed()
 	if cl.GetReason() != pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_BUFFER_OVERFLOW {
 		t.Fatalf("after %d unacknowledged updates got %v, want BUFFER_OVERFLOW", bound, cl)
