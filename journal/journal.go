@@ -147,9 +147,8 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	if opts.QuarantineDir == "" {
 		opts.QuarantineDir = filepath.Join(filepath.Dir(dir), "quarantine")
 	}
-	// Records were acknowledged but the journal has no segment left (or
-	// no directory): refuse before anything is created, since tidwall/wal
-	// would start an empty first segment and a refused Open changes nothing.
+	// Records were acknowledged but the journal directory is gone: refuse
+	// before creating it (openLog refuses a directory with no segment).
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && opts.Floor.Index > 0 {
 		return nil, nil, CheckFloor(0, segmentName(1), opts.Floor)
 	}
@@ -166,11 +165,6 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	floor, err := LoadFloor(dir, opts.Floor)
 	if err != nil {
 		return nil, nil, err
-	}
-	if segs, err := ListSegments(dir); err != nil {
-		return nil, nil, &StorageError{Op: "list segments", Err: err}
-	} else if len(segs) == 0 && floor.Index > 0 {
-		return nil, nil, CheckFloor(0, segmentName(1), floor)
 	}
 	j.floor = floor
 	cut, err := j.repairTail()
@@ -228,6 +222,17 @@ func CheckFloor(last uint64, seg string, floor Floor) error {
 			last, floor.Index, floor.Source, last+1, floor.Index)}
 }
 
+// lockAll takes both locks in their order (wmu, then mu) and returns the
+// function that releases them.
+func (j *Journal) lockAll() (unlock func()) {
+	j.wmu.Lock()
+	j.mu.Lock()
+	return func() {
+		j.mu.Unlock()
+		j.wmu.Unlock()
+	}
+}
+
 // tailName is the file name of the tail segment.
 func (j *Journal) tailName() string { return segmentName(j.tailStart) }
 
@@ -262,6 +267,12 @@ func (j *Journal) openLog() error {
 	if segs, err := ListSegments(j.dir); err != nil {
 		return &StorageError{Op: "open", Err: err}
 	} else if len(segs) == 0 {
+		// Records were acknowledged but no segment is left: refuse
+		// before tidwall/wal starts an empty one, so a refused Open
+		// changes nothing.
+		if err := CheckFloor(0, segmentName(1), j.floor); err != nil {
+			return err
+		}
 		fresh = true
 	}
 	log, err := openTidwall(j.dir, j.opts.SegmentSize)
@@ -581,10 +592,7 @@ func (j *Journal) Sync(upTo uint64) error {
 // unless a Write already did (it recovers a broken journal first). It takes
 // wmu, so the cut never overlaps a batch being written.
 func (j *Journal) recoverFailedSync(err error) error {
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	defer j.lockAll()()
 	if j.broken != nil && !j.closed {
 		err = j.recoverAfter(err)
 	}
@@ -824,10 +832,7 @@ func ReplayDir(dir string, from, last uint64, lim Limits, fn func(index uint64, 
 // only for records a durable checkpoint already covers.
 // The directory changes are durable when it returns.
 func (j *Journal) TruncateFront(index uint64) error {
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	defer j.lockAll()()
 	if j.closed {
 		return ErrClosed
 	}
@@ -952,10 +957,7 @@ func (j *Journal) Close() error {
 	j.stopPrewriter()
 	j.floorWG.Wait()
 	// A Write that began before closed was set finishes its batch first.
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	defer j.lockAll()()
 	j.closeSyncFileLocked()
 	err := j.closeFloor(j.last)
 	if j.log == nil {

@@ -120,10 +120,7 @@ func openReserve(dir string, size int64, noSync bool) *reserve {
 // it did when it last ran out of space, and CheckReserve writes the
 // reserve once there is room.
 func (j *Journal) fillReserve() error {
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	defer j.lockAll()()
 	r := j.reserve
 	if r == nil || !r.spent.Load() {
 		return nil
@@ -226,10 +223,7 @@ func (j *Journal) CheckReserve() error {
 	if r == nil || !r.spent.Load() {
 		return nil
 	}
-	j.wmu.Lock()
-	defer j.wmu.Unlock()
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	defer j.lockAll()()
 	if j.closed {
 		return ErrClosed
 	}
