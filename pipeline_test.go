@@ -15,6 +15,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/internal/uring"
 )
 
 // TestSyncFailureMidPipeline fails fdatasyncs while many writers keep the
@@ -271,5 +272,43 @@ func copyTree(t *testing.T, src, dst string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSyncParksOnlyWhenOthersWait: a lone writer's syncs hold their
+// processor (the faster way when nobody else needs it), while syncs that
+// start with other callers queued park on the journal's io_uring, so the
+// processor runs those callers meanwhile.
+func TestSyncParksOnlyWhenOthersWait(t *testing.T) {
+	probe, err := uring.New()
+	if err != nil {
+		t.Skipf("io_uring unavailable here: %v", err)
+	}
+	probe.Close()
+	f := newFixture(t)
+	for i := range 20 {
+		f.mustPut(admin, "group/g1", "lone", docN(i))
+	}
+	if st := f.s.JournalStats(); st.Syncs < 20 || st.ParkedSyncs != 0 {
+		t.Fatalf("lone writer: %d syncs, %d parked; want at least 20, none parked", st.Syncs, st.ParkedSyncs)
+	}
+	const writers, puts = 64, 20
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			<-start
+			for i := range puts {
+				if _, err := f.put(admin, "group/g1", fmt.Sprintf("w%d", w), docN(i), statestore.Expect{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if st := f.s.JournalStats(); st.ParkedSyncs == 0 {
+		t.Fatalf("%d writers: none of %d syncs parked", writers, st.Syncs)
 	}
 }

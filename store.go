@@ -51,6 +51,11 @@ type Options struct {
 	// NoPrewrite): for measuring what pre-writing gains, and for tests
 	// that count fdatasyncs.
 	NoPrewrite bool
+	// DirectSync never runs fdatasync through io_uring (journal.Options
+	// DirectSync): every sync holds its goroutine's processor in the
+	// system call. For kernels where io_uring is allowed but not wanted,
+	// and for measuring what parking gains.
+	DirectSync bool
 	// Logger receives reports such as a torn journal tail cut at open; nil
 	// discards them.
 	Logger *slog.Logger
@@ -194,7 +199,7 @@ func (s *Store) open() error {
 	}
 	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
-		NoPrewrite: s.opts.NoPrewrite, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
+		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
 	})
 	if err != nil {
 		return err

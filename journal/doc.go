@@ -103,6 +103,16 @@
 //     fdatasync marks the journal broken under mu at once (from then on no
 //     Sync acknowledges anything) and cuts the files back once it holds
 //     wmu, after any batch being written, which the cut removes too.
+//   - SyncParked runs the commit's fdatasync through an io_uring
+//     (internal/uring; the pre-writer's and the marker's always go through a
+//     second ring): the waiting goroutine parks instead of holding a
+//     scheduler processor in the system call, so with GOMAXPROCS=2 the
+//     other processor is not the only one left for a hundred writers. A
+//     completion is acknowledged exactly as a direct fdatasync's return
+//     is; where the kernel refuses io_uring (or under Options.DirectSync)
+//     both rings are nil and every sync runs directly. Sync stays direct:
+//     for a lone committer one thread wake-up beats two. Poll lets busy
+//     callers hand a completion to its waiter before the scheduler would.
 //   - Reclaim frees space by removing whole sealed segments, oldest first,
 //     never by tidwall/wal's TruncateFront (which rewrites a segment and
 //     fsyncs under the lock writes take).

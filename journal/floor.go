@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/internal/uring"
 )
 
 // The acknowledged-floor marker. A journal cannot tell from its segment
@@ -98,10 +100,11 @@ type floorMarker struct {
 	f      *os.File
 	index  uint64 // the value on disk; 0 when unknown
 	noSync bool
+	ring   *uring.Ring // for its fdatasync (nil: directly)
 }
 
-func newFloorMarker(dir string, noSync bool) *floorMarker {
-	m := &floorMarker{dir: dir, noSync: noSync}
+func newFloorMarker(dir string, noSync bool, ring *uring.Ring) *floorMarker {
+	m := &floorMarker{dir: dir, noSync: noSync, ring: ring}
 	if fl, err := ReadFloor(dir); err == nil {
 		m.index = fl.Index
 	}
@@ -135,7 +138,7 @@ func (m *floorMarker) raise(index uint64) error {
 		return &StorageError{Op: "write " + FloorFile, Err: err}
 	}
 	if !m.noSync {
-		if err := fdatasync(m.f); err != nil {
+		if err := syncFile(m.f, m.ring, fault.Sync); err != nil {
 			return &StorageError{Op: "sync " + FloorFile, Err: err}
 		}
 	}

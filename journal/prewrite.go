@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/fault"
 )
 
 // Pre-writing the tail. tidwall/wal appends to its tail segment, so every
@@ -231,7 +232,9 @@ func (j *Journal) prewriteStep(zeros []byte) bool {
 	j.mu.Unlock()
 	j.wmu.Unlock()
 
-	err = prewriteSync(f)
+	// A fault seam of its own: a test failing commit syncs must not also
+	// fail the background's, whose count and timing it does not control.
+	err = syncFile(f, j.rings.background, fault.PrewriteSync)
 
 	j.mu.Lock()
 	defer j.mu.Unlock()

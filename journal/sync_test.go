@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/internal/uring"
 	"github.com/tidwall/wal"
 )
 
@@ -27,11 +28,27 @@ func mustWrite(t *testing.T, j *Journal, recs []*Record, first uint64) {
 	}
 }
 
+// syncWays are the two ways to sync: holding the processor, and parked on
+// an io_uring completion. Every contract of Sync holds for both.
+var syncWays = []struct {
+	name string
+	sync func(j *Journal, upTo uint64) error
+}{
+	{"direct", (*Journal).Sync},
+	{"parked", (*Journal).SyncParked},
+}
+
 // TestWriteThenSync pins the pipeline contract: written records are not
 // acknowledged until a Sync covers them, one Sync covers every batch
 // written before it, and Write refuses a batch that does not continue the
 // written records.
 func TestWriteThenSync(t *testing.T) {
+	for _, way := range syncWays {
+		t.Run(way.name, func(t *testing.T) { testWriteThenSync(t, way.sync) })
+	}
+}
+
+func testWriteThenSync(t *testing.T, sync func(*Journal, uint64) error) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, 1<<20)
 	mustWrite(t, j, records(1, 3), 1)
@@ -39,7 +56,7 @@ func TestWriteThenSync(t *testing.T) {
 	if j.LastIndex() != 0 || j.Written() != 5 {
 		t.Fatalf("before sync: last %d written %d, want 0 and 5", j.LastIndex(), j.Written())
 	}
-	if err := j.Sync(5); err != nil {
+	if err := sync(j, 5); err != nil {
 		t.Fatal(err)
 	}
 	if st := j.Stats(); j.LastIndex() != 5 || st.Syncs != 1 || st.Appends != 2 || st.Records != 5 {
@@ -50,7 +67,7 @@ func TestWriteThenSync(t *testing.T) {
 			t.Fatalf("write at %d after 5 records: %v, want ErrStale", first, err)
 		}
 	}
-	if err := j.Sync(9); err == nil {
+	if err := sync(j, 9); err == nil {
 		t.Fatal("sync of records never written succeeded")
 	}
 	j.Close()
@@ -66,6 +83,12 @@ func TestWriteThenSync(t *testing.T) {
 // while it ran are gone too), and leaves the journal writable at the first
 // unacknowledged index without a reopen.
 func TestSyncFailureCutsBack(t *testing.T) {
+	for _, way := range syncWays {
+		t.Run(way.name, func(t *testing.T) { testSyncFailureCutsBack(t, way.sync) })
+	}
+}
+
+func testSyncFailureCutsBack(t *testing.T, sync func(*Journal, uint64) error) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	// Small segments, so the unsynced records span a segment change.
 	j, _ := openJournal(t, dir, 300)
@@ -76,7 +99,7 @@ func TestSyncFailureCutsBack(t *testing.T) {
 	mustWrite(t, j, records(4, 4), 4)
 	mustWrite(t, j, records(8, 4), 8)
 	restore := fault.SetSync(func(string) error { return syscall.EIO })
-	err := j.Sync(11)
+	err := sync(j, 11)
 	restore()
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("sync under EIO: %v", err)
@@ -91,7 +114,7 @@ func TestSyncFailureCutsBack(t *testing.T) {
 	if _, err := j.Write(records(12, 1), 12); !errors.Is(err, ErrStale) {
 		t.Fatalf("write continuing the lost records: %v, want ErrStale", err)
 	}
-	if err := j.Sync(11); err == nil {
+	if err := sync(j, 11); err == nil {
 		t.Fatal("sync of cut-back records succeeded")
 	}
 	continuesAfterCut(t, j, dir, 300)
@@ -250,4 +273,39 @@ func TestSyncFailureDuringWrite(t *testing.T) {
 		t.Fatalf("after the failure: last %d written %d, want 3 and 3", j.LastIndex(), j.Written())
 	}
 	continuesAfterCut(t, j, dir, 1<<20)
+}
+
+// TestRingsFollowOptions: a syncing journal opens its two rings (where the
+// kernel allows io_uring), and DirectSync or NoSync opens none, so every
+// fdatasync then runs in the calling goroutine.
+func TestRingsFollowOptions(t *testing.T) {
+	probe, err := uring.New()
+	if err != nil {
+		t.Skipf("io_uring unavailable here: %v", err)
+	}
+	probe.Close()
+	for _, c := range []struct {
+		name  string
+		opts  Options
+		rings bool
+	}{
+		{"default", Options{}, true},
+		{"DirectSync", Options{DirectSync: true}, false},
+		{"NoSync", Options{NoSync: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j, _, err := Open(filepath.Join(t.TempDir(), "journal"), c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			if got := j.rings.commit != nil && j.rings.background != nil; got != c.rings {
+				t.Fatalf("rings open: %v, want %v", got, c.rings)
+			}
+			mustWrite(t, j, records(1, 2), 1)
+			if err := j.SyncParked(2); err != nil || j.LastIndex() != 2 {
+				t.Fatalf("SyncParked: %v, last %d", err, j.LastIndex())
+			}
+		})
+	}
 }

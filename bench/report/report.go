@@ -87,7 +87,7 @@ func writeMarkdown(w io.Writer, run Run, results []harness.Result) error {
 		fmt.Fprintf(&b, "| %s | %s |\n", v.Path, v.Version)
 	}
 	fmt.Fprintf(&b, "\n## Targets (ratios within this run)\n\n")
-	fmt.Fprintf(&b, "Each target is judged on its two workloads run in alternating rounds in one process (the `*%s` rows of the results: `targets_serial` runs durable_cas, raw_append_fdatasync, sqlite_cas, wire_cas and pipe_cas_floor (the same CAS answered over net.Pipe with no protocol: the floor under wire_cas) in rounds of 127 operations; `targets_concurrent` runs bursts of 127 writers of durable_cas_concurrent, wal_group and each peer, the order rotated every round), ", alternatingSuffix)
+	fmt.Fprintf(&b, "Each target is judged on its two workloads run in alternating rounds in one process (the `*%s` rows of the results: `targets_serial` runs durable_cas, raw_append_fdatasync, sqlite_cas, wire_cas and pipe_cas_floor (the same CAS answered over net.Pipe with no protocol: the floor under wire_cas) in rounds of 127 operations; `targets_concurrent` runs bursts of 127 writers of durable_cas_concurrent, wal_group, durable_cas_concurrent_direct_sync (the store with every fdatasync holding its processor, Options.DirectSync: what parking the sync on io_uring gains) and each peer, the order rotated every round), ", alternatingSuffix)
 	fmt.Fprintf(&b, "so that the disk's drift during the run falls on both sides alike. The ratio is of the figures pooled over every round; the spread of the same ratio over single rounds follows it. ")
 	fmt.Fprintf(&b, "The other rows were measured one workload after another and are not compared with each other here.\n\n")
 	fmt.Fprintf(&b, "| target | measured | verdict |\n|---|---|---|\n")

@@ -22,6 +22,10 @@ const (
 	nameDurableCASAppend = "durable_cas_append_only"
 	// nameDurableCASConcurrentAppend is the same for the concurrent run.
 	nameDurableCASConcurrentAppend = "durable_cas_concurrent_append_only"
+	// nameDurableCASConcurrentDirect is the concurrent run with every
+	// fdatasync holding its processor (Options.DirectSync): what parking
+	// the sync gains. It runs only as a side of targets_concurrent.
+	nameDurableCASConcurrentDirect = "durable_cas_concurrent_direct_sync"
 )
 
 // casOwner is one of the specification's simulated owner IDs: a user
@@ -144,9 +148,10 @@ func runConcurrentCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness
 			owned := (casKeys - wr + writers - 1) / writers
 			return owners[wr+(i%owned)*writers].cas(s)
 		})
-		st := s.JournalStats()
-		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f syncs=%d records_per_sync=%.1f checkpoints=%d",
-			st.Appends, float64(st.Records)/float64(max(st.Appends, 1)), st.Syncs, float64(st.Records)/float64(max(st.Syncs, 1)), s.Stats().Checkpoints.Written)
+		st, sst := s.JournalStats(), s.Stats()
+		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f syncs=%d records_per_sync=%.1f sync_mean=%.0fµs checkpoints=%d",
+			st.Appends, float64(st.Records)/float64(max(st.Appends, 1)), st.Syncs, float64(st.Records)/float64(max(st.Syncs, 1)),
+			float64(sst.SyncLatency.Sum)/float64(max(sst.SyncLatency.Count, 1))/1e3, sst.Checkpoints.Written)
 		if noSync {
 			r.Note += " journal without fsync"
 		}

@@ -130,15 +130,22 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	direct, err := openIn(env, &cl, nameDurableCASConcurrentDirect, func(dir string) (*statestore.Store, error) {
+		return statestore.Open(statestore.Options{Dir: dir, DirectSync: true})
+	})
+	if err != nil {
+		return nil, err
+	}
 	wg, err := openIn(env, &cl, walpeer.NameGroup, func(dir string) (*walpeer.Committer, error) { return walpeer.NewCommitter(dir, env.Payload) })
 	if err != nil {
 		return nil, err
 	}
-	owners := newOwners(casKeys)
+	owners, directOwners := newOwners(casKeys), newOwners(casKeys)
 	owned := func(wr int) int { return (casKeys - wr + writers - 1) / writers }
 	sides := []harness.ConcurrentSide{
 		{Name: report.Alternating(nameDurableCASConcurrent), Op: func(wr, i int) error { return owners[wr+(i%owned(wr))*writers].cas(s) }},
 		{Name: report.Alternating(walpeer.NameGroup), Op: func(int, int) error { return wg.Commit() }},
+		{Name: report.Alternating(nameDurableCASConcurrentDirect), Op: func(wr, i int) error { return directOwners[wr+(i%owned(wr))*writers].cas(direct) }},
 	}
 	for _, p := range []struct {
 		name string
