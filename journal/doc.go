@@ -71,8 +71,10 @@
 //     size, in 256 KiB chunks, each fdatasynced, so a commit's fdatasync
 //     overwrites blocks that exist and carries no size or allocation change
 //     (0.6-0.7x the cost of an appending one on the disk measured). Zeros
-//     are written only at or after the write offset, under the lock every
-//     Write takes, so they never land on a record; the entry that seals a
+//     are written only at or after the write offset: their range is chosen
+//     under the lock every Write takes and reserved before the write(2),
+//     and a Write that would reach a reserved range waits for it, so they
+//     never land on a record while a Write below them goes on; the entry that seals a
 //     segment reaches the segment size, past every zero, so sealed segments
 //     hold records only and zeros ending one are corruption. Close trims the
 //     zeros; Open trims a run of zero bytes from an entry boundary to the end
@@ -94,12 +96,16 @@
 //     segments, never assumed), so a segment change allocates nothing; and
 //     a batch whose entry seals a segment is handed over in two parts, so
 //     the new tail is pre-sized before the rest of the batch lands in it.
-//   - Two locks, taken in this order: wmu by everything that changes the
-//     files or the wal handle (Write for its whole batch, the pre-writer's
-//     zero write, a recovery, TruncateFront, Reclaim's removals, the
-//     reserve's writes, Close), mu for the fields, in short steps only. So
-//     a Sync whose fdatasync returns acknowledges at once, never behind a
-//     batch being encoded and written or a directory being listed. A failed
+//   - Three locks, taken in this order: wmu by everything that changes the
+//     files or the wal handle (Write for its whole batch, the pre-writer
+//     while it reserves a range, a recovery, TruncateFront, the reserve's
+//     writes, Close), mu for the fields, in short steps only, and rmMu by
+//     Reclaim's removals and by what lists the segments to act on them (a
+//     recovery, TruncateFront, Close), with nothing taken under it. So a
+//     Sync whose fdatasync returns acknowledges at once, never behind a
+//     batch being encoded and written or a directory being listed, and a
+//     Write never waits for zeros being written above it or for an unlink
+//     (which can wait milliseconds on the file system's journal). A failed
 //     fdatasync marks the journal broken under mu at once (from then on no
 //     Sync acknowledges anything) and cuts the files back once it holds
 //     wmu, after any batch being written, which the cut removes too.

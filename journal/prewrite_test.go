@@ -1,10 +1,13 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -390,4 +393,82 @@ func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
 	if err != nil || fl.Index != next {
 		t.Fatalf("marker %+v (%v) after the background raise, want index %d", fl, err, next)
 	}
+}
+
+// TestWritesBelowZerosBeingWrittenGoOn: the pre-writer writes its zeros
+// without the lock every Write takes, so a batch whose records stay below
+// them is written and synced while that write(2) is under way; a batch that
+// would reach them waits for it to end (zeros must never land on a record),
+// and everything written reads back after a reopen.
+func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
+	const seg = 4 << 20
+	entered, release := make(chan int64), make(chan struct{})
+	var once sync.Once
+	zeroWriteHook = func(start int64) {
+		if start > 0 { // the first chunk is written before any record
+			once.Do(func() { entered <- start; <-release })
+		}
+	}
+	t.Cleanup(func() { zeroWriteHook = nil })
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, seg)
+	defer j.Close()
+	free := sync.OnceFunc(func() { close(release) })
+	defer free() // before Close, which waits for the pre-writer
+	start := <-entered
+	if start != prewriteChunk {
+		t.Fatalf("second chunk of zeros starts at %d, want %d", start, prewriteChunk)
+	}
+
+	// Below the zeros being written: goes on (this Append would hang if the
+	// zero write held the lock).
+	if _, err := j.Append(records(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	// A batch reaching them waits.
+	var big []*Record
+	for n := 4; j.tailBytes+batchSize(big) <= start; n++ {
+		r := testRecord(n)
+		r.Document = bytes.Repeat([]byte("y"), 4000)
+		big = append(big, r)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := j.Append(big)
+		done <- err
+	}()
+	for !blockedIn("journal.(*Journal).waitPrewriteBelow(", "sync.Cond.Wait") {
+		select {
+		case err := <-done:
+			t.Fatalf("a batch reaching the zeros being written did not wait for them (%v)", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	free()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := append(records(1, 3), big...)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = openJournal(t, dir, seg)
+	defer j.Close()
+	if got := replayAll(t, j); !reflect.DeepEqual(got, want) {
+		t.Fatalf("replay after the reopen returned %d records, want %d", len(got), len(want))
+	}
+}
+
+// batchSize is the bytes recs take in a segment.
+func batchSize(recs []*Record) int64 {
+	var n int64
+	for _, r := range recs {
+		b, err := r.AppendFrame(nil)
+		if err != nil {
+			panic(err)
+		}
+		n += int64(uvarintLen(uint64(len(b))) + len(b))
+	}
+	return n
 }

@@ -1,8 +1,12 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -21,6 +25,24 @@ func segmentList(t *testing.T, dir string) []string {
 	return out
 }
 
+// segmentedJournal opens a journal of 1 KiB segments and appends records
+// 1..n one at a time, which must fill at least minSegs segments.
+func segmentedJournal(t *testing.T, n, minSegs int) (string, *Journal, []Segment) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournal(t, dir, 1024)
+	for i := 1; i <= n; i++ {
+		if _, err := j.Append([]*Record{testRecord(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err := ListSegments(dir)
+	if err != nil || len(segs) < minSegs {
+		t.Fatalf("want at least %d segments to work with, got %d (%v)", minSegs, len(segs), err)
+	}
+	return dir, j, segs
+}
+
 // TestReclaimFreesWholeSegmentsOnly pins how checkpoints give journal space
 // back: only segments wholly before the needed index go (removed as files,
 // without tidwall/wal rewriting anything), the segment holding it, every
@@ -28,18 +50,8 @@ func segmentList(t *testing.T, dir string) []string {
 // a front truncation after it still works, and every needed record
 // survives a reopen.
 func TestReclaimFreesWholeSegmentsOnly(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 1024)
 	const n = 120
-	for i := 1; i <= n; i++ {
-		if _, err := j.Append([]*Record{testRecord(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	segs, err := ListSegments(dir)
-	if err != nil || len(segs) < 6 {
-		t.Fatalf("want at least 6 segments to work with, got %d (%v)", len(segs), err)
-	}
+	dir, j, segs := segmentedJournal(t, n, 6)
 
 	before := segmentList(t, dir)
 	if err := j.Reclaim(segs[0].Start + 1); err != nil {
@@ -90,7 +102,7 @@ func TestReclaimFreesWholeSegmentsOnly(t *testing.T) {
 		t.Fatalf("reopened journal holds %d..%d, want %d..%d", j.FirstIndex(), j.LastIndex(), stub, n+2)
 	}
 	next := stub
-	err = j.Replay(stub, func(index uint64, rec *Record) error {
+	err := j.Replay(stub, func(index uint64, rec *Record) error {
 		if index != next || rec.Revision != index {
 			return fmt.Errorf("record at index %d has revision %d, want index %d", index, rec.Revision, next)
 		}
@@ -100,4 +112,76 @@ func TestReclaimFreesWholeSegmentsOnly(t *testing.T) {
 	if err != nil || next != n+3 {
 		t.Fatalf("replay after the reclaim: %v (reached %d, want %d)", err, next, n+3)
 	}
+}
+
+// TestReclaimUnlinksOutsideTheWriteLock: freeing a segment's blocks can wait
+// on the file system's own journal for milliseconds, so a Reclaim in the
+// middle of an unlink must hold up no Write or Sync. Close waits for the
+// unlinks to finish (another process may own the directory once it
+// returns), and a Reclaim after Close removes nothing.
+func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
+	const n = 60
+	dir, j, segs := segmentedJournal(t, n, 5)
+	entered, release := make(chan Segment), make(chan struct{})
+	var once sync.Once
+	removeHook = func(s Segment) { once.Do(func() { entered <- s; <-release }) }
+	t.Cleanup(func() { removeHook = nil })
+
+	free := sync.OnceFunc(func() { close(release) })
+	defer free() // a failure below must not leave the Reclaim hanging
+	reclaimed := make(chan error, 1)
+	go func() { reclaimed <- j.Reclaim(segs[3].Start + 1) }()
+	if s := <-entered; s.Start != segs[0].Start {
+		t.Fatalf("first unlink is of segment %d, want the oldest, %d", s.Start, segs[0].Start)
+	}
+	// The unlink hangs: commits go on (this Append would hang otherwise).
+	if _, err := j.Append([]*Record{testRecord(n + 1)}); err != nil {
+		t.Fatalf("append during a reclaim: %v", err)
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- j.Close() }()
+	for !blockedIn("journal.(*Journal).Close(", "sync.Mutex.Lock") {
+		runtime.Gosched()
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a Reclaim was unlinking", err)
+	default:
+	}
+	free()
+	if err := <-reclaimed; err != nil {
+		t.Fatalf("reclaim: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	after := segmentList(t, dir)
+	if after[0] != fmt.Sprintf("%d:%d", segs[3].Start, segs[3].Size) {
+		t.Fatalf("segments after the reclaim: %v, want them to start with segment %d", after, segs[3].Start)
+	}
+	if err := j.Reclaim(n + 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("reclaim after close: %v, want ErrClosed", err)
+	}
+	if got := segmentList(t, dir); fmt.Sprint(got) != fmt.Sprint(after) {
+		t.Fatalf("a reclaim after close changed the files:\nbefore %v\nafter  %v", after, got)
+	}
+	j, _ = openJournal(t, dir, 1024)
+	defer j.Close()
+	if j.FirstIndex() != segs[3].Start || j.LastIndex() != n+1 {
+		t.Fatalf("reopened journal holds %d..%d, want %d..%d", j.FirstIndex(), j.LastIndex(), segs[3].Start, n+1)
+	}
+}
+
+// blockedIn reports whether some goroutine whose stack passes through fn
+// is parked in state.
+func blockedIn(fn, state string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) && strings.HasPrefix(g[strings.IndexByte(g, '['):], "["+state) {
+			return true
+		}
+	}
+	return false
 }

@@ -148,13 +148,25 @@ func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
 		}
 		done <- res
 	}()
-	state := ""
-	for state == "" {
+	// Until the operation completes, the waiter must be seen parked on its
+	// channel: one that waited inside a system call would be seen in state
+	// "syscall" (or running) throughout. Other states pass by on the way in
+	// (a loaded machine shows it "runnable" before it reaches the channel).
+	var seen []string
+	for {
+		state := waiterState()
+		if state == "chan receive" {
+			break
+		}
+		if state != "" && (len(seen) == 0 || seen[len(seen)-1] != state) {
+			seen = append(seen, state)
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("the operation completed (%d) and its waiter was never seen parked on its channel, only in states %q", res, seen)
+		default:
+		}
 		runtime.Gosched()
-		state = waiterState()
-	}
-	if state != "chan receive" {
-		t.Fatalf("the waiting goroutine is in state %q, want chan receive", state)
 	}
 	if res := <-done; res != -int32(syscall.ETIME) {
 		t.Fatalf("timeout completed with %d, want -ETIME", res)
