@@ -276,8 +276,16 @@ func TestContinuousChurn(t *testing.T) {
 	if err := f.s.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	if end := diskUse(t, f.dir); end > peak/2 {
-		t.Fatalf("disk use %d after draining did not drop back (peak %d)", end, peak)
+	// Drained, the store holds at most the segment the older of its two
+	// images points into, the tail segment (pre-written up to the segment
+	// size) and two images of an empty namespace. Which segment the older
+	// image points into depends on where the last background checkpoint
+	// fell, so one or two segments remain (a bound of half the peak failed
+	// once the peak itself got lower). A store that reclaimed nothing
+	// would hold the whole churn's journal, about 15 MB.
+	const drained = 2*journal.DefaultSegmentSize + 64<<10
+	if end := diskUse(t, f.dir); end > drained {
+		t.Fatalf("disk use %d after draining did not drop back to at most %d (peak %d)", end, drained, peak)
 	}
 	t.Logf("churn peak %d bytes", peak)
 }
