@@ -270,19 +270,25 @@ func TestContinuousChurn(t *testing.T) {
 	if peak > 5<<20 {
 		t.Fatalf("journal plus checkpoints peaked at %d bytes, over the 5 MiB ceiling", peak)
 	}
+	// Two images of the drained state, at two indexes (an image at the
+	// index of the newest one replaces it), so the older image kept is no
+	// background one from before the drain ended.
+	statestore.WaitCheckpoints(f.s)
 	if err := f.s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	f.mustPut(admin, "service/churn", "k000", testdoc.MediaIntent(specDocBytes, 0))
+	if _, err := f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: "service/churn", Key: "k000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.s.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	// Drained, the store holds at most the segment the older of its two
-	// images points into, the tail segment (pre-written up to the segment
-	// size) and two images of an empty namespace. Which segment the older
-	// image points into depends on where the last background checkpoint
-	// fell, so one or two segments remain (a bound of half the peak failed
-	// once the peak itself got lower). A store that reclaimed nothing
-	// would hold the whole churn's journal, about 15 MB.
+	// Drained, the store then holds at most the segment the older image
+	// points into, the tail segment (pre-written up to the segment size;
+	// the two may be one) and two images of an empty namespace. A bound of
+	// half the peak failed once the peak itself got lower. A store that
+	// reclaimed nothing would hold the whole churn's journal, about 15 MB.
 	const drained = 2*journal.DefaultSegmentSize + 64<<10
 	if end := diskUse(t, f.dir); end > drained {
 		t.Fatalf("disk use %d after draining did not drop back to at most %d (peak %d)", end, drained, peak)
