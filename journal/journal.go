@@ -258,13 +258,21 @@ func CheckFloor(last uint64, seg string, floor Floor) error {
 func (j *Journal) lockAll() (unlock func()) {
 	j.wmu.Lock()
 	j.mu.Lock()
-	j.waitPrewriteLocked()
-	j.rmMu.Lock()
+	release := j.claimFilesLocked()
 	return func() {
-		j.rmMu.Unlock()
+		release()
 		j.mu.Unlock()
 		j.wmu.Unlock()
 	}
+}
+
+// claimFilesLocked makes the files the caller's to change, wmu and mu held:
+// it waits out a write of zeros under way outside wmu, then takes rmMu
+// (no Reclaim unlinking). It returns the function that lets rmMu go.
+func (j *Journal) claimFilesLocked() (release func()) {
+	j.waitPrewriteLocked()
+	j.rmMu.Lock()
+	return j.rmMu.Unlock
 }
 
 // tailName is the file name of the tail segment.
@@ -456,10 +464,9 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		return 0, ErrClosed
 	}
 	if j.broken != nil {
-		j.waitPrewriteLocked()
-		j.rmMu.Lock()
+		release := j.claimFilesLocked()
 		err := j.recoverLocked()
-		j.rmMu.Unlock()
+		release()
 		if err != nil {
 			j.mu.Unlock()
 			return 0, &StorageError{Op: "recover", Index: first, Err: err}
@@ -511,9 +518,7 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	defer j.mu.Unlock()
 	if err != nil {
 		j.failLocked(err)
-		j.waitPrewriteLocked()
-		j.rmMu.Lock()
-		defer j.rmMu.Unlock()
+		defer j.claimFilesLocked()()
 		return 0, &StorageError{Op: "append", Index: first, Err: j.recoverAfter(err)}
 	}
 	j.written += uint64(len(recs))
@@ -989,19 +994,16 @@ func (j *Journal) Reclaim(index uint64) error {
 	return err
 }
 
-// removeHook, when set (by tests only), runs before each unlink of
-// removeSegments: a slow file system, on demand.
-var removeHook func(Segment)
+// removeSegmentFile unlinks one segment file for removeSegments; a
+// variable so tests can hold it (a slow file system, on demand).
+var removeSegmentFile = os.Remove
 
 // removeSegments unlinks segs, oldest first, so a crash part way leaves a
 // journal that merely starts earlier. It returns how many are gone; a
 // segment already gone (a TruncateFront since the listing) counts.
 func removeSegments(segs []Segment) (int, error) {
 	for i, seg := range segs {
-		if h := removeHook; h != nil {
-			h(seg)
-		}
-		if err := os.Remove(seg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeSegmentFile(seg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return i, &StorageError{Op: "reclaim", Index: seg.Start, Err: err}
 		}
 	}

@@ -79,13 +79,12 @@ type prewriter struct {
 	// failedGen is tailGen+1 of a tail on which writing zeros failed (for
 	// example the disk is full): pre-writing rests until the tail changes.
 	failedGen uint64
-	// busy is set while zeros are being written outside wmu, from
-	// busyFrom on; idle (on the journal's mu) is broadcast when it ends.
-	// busyNow mirrors busy so a Write can skip mu when nothing is under
-	// way (a reservation starts only under wmu, which the Write holds).
-	busy     bool
+	// busy is set (under wmu and mu) while zeros are being written
+	// outside wmu, from busyFrom on, and cleared under mu, when idle (on
+	// the journal's mu) is broadcast. It is atomic so a Write, which holds
+	// wmu (no reservation can start), skips mu when nothing is under way.
+	busy     atomic.Bool
 	busyFrom int64
-	busyNow  atomic.Bool
 	idle     *sync.Cond
 	// held is set from the write that opens a new tail segment until the
 	// sync that acknowledges its first records returns: that commit
@@ -99,9 +98,12 @@ type prewriter struct {
 	held bool
 }
 
-// zeroWriteHook, when set (by tests only), runs before each write of zeros,
-// with its start offset, once the range is reserved and the locks let go.
-var zeroWriteHook func(start int64)
+// writeZeros writes zeros at off of the tail file, once the range is
+// reserved and the locks let go; a variable so tests can hold it.
+var writeZeros = func(f *os.File, zeros []byte, off int64) error {
+	_, err := f.WriteAt(zeros, off)
+	return err
+}
 
 // prewriteHook, when set (by tests only), is called after every pre-write
 // step, outside the lock, with whether the step may be followed by more.
@@ -235,23 +237,19 @@ func (j *Journal) prewriteStep(zeros []byte) bool {
 	end := min(start+int64(len(zeros)), goal)
 	f, err := j.prewriteFileLocked()
 	if err == nil {
-		j.pre.busy, j.pre.busyFrom = true, start
-		j.pre.busyNow.Store(true)
+		j.pre.busyFrom = start
+		j.pre.busy.Store(true)
 	}
 	j.mu.Unlock()
 	j.wmu.Unlock()
 	if err == nil {
 		// Outside mu, so a Sync returning meanwhile is not held up, and
 		// outside wmu, so a Write below start is not either.
-		if h := zeroWriteHook; h != nil {
-			h(start)
-		}
-		_, err = f.WriteAt(zeros[:end-start], start)
+		err = writeZeros(f, zeros[:end-start], start)
 	}
 	j.mu.Lock()
-	if j.pre.busy {
-		j.pre.busy = false
-		j.pre.busyNow.Store(false)
+	if j.pre.busy.Load() {
+		j.pre.busy.Store(false)
 		j.pre.idle.Broadcast()
 	}
 	if err != nil {
@@ -317,7 +315,7 @@ func (j *Journal) trimTailLocked() error {
 // the tail file or the wal handle calls it, under wmu (so no new write of
 // zeros can start) and mu (which it lets go while it waits).
 func (j *Journal) waitPrewriteLocked() {
-	for j.pre.busy {
+	for j.pre.busy.Load() {
 		j.pre.idle.Wait()
 	}
 }
@@ -326,11 +324,11 @@ func (j *Journal) waitPrewriteLocked() {
 // start at or after end, the tail offset a batch about to be written
 // reaches; cycled says the batch fills the tail segment to its end.
 func (j *Journal) waitPrewriteBelow(end int64, cycled bool) {
-	if !j.pre.busyNow.Load() {
+	if !j.pre.busy.Load() {
 		return
 	}
 	j.mu.Lock()
-	for j.pre.busy && (cycled || end > j.pre.busyFrom) {
+	for j.pre.busy.Load() && (cycled || end > j.pre.busyFrom) {
 		j.pre.idle.Wait()
 	}
 	j.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -402,20 +401,21 @@ func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
 // and everything written reads back after a reopen.
 func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
 	const seg = 4 << 20
-	entered, release := make(chan int64), make(chan struct{})
-	var once sync.Once
-	zeroWriteHook = func(start int64) {
-		if start > 0 { // the first chunk is written before any record
-			once.Do(func() { entered <- start; <-release })
+	g := newGate()
+	var start int64
+	orig := writeZeros
+	writeZeros = func(f *os.File, zeros []byte, off int64) error {
+		if off > 0 { // the first chunk is written before any record
+			g.hold(func() { start = off })
 		}
+		return orig(f, zeros, off)
 	}
-	t.Cleanup(func() { zeroWriteHook = nil })
+	t.Cleanup(func() { writeZeros = orig })
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
 	defer j.Close()
-	free := sync.OnceFunc(func() { close(release) })
-	defer free() // before Close, which waits for the pre-writer
-	start := <-entered
+	defer g.open() // before Close, which waits for the pre-writer
+	<-g.entered
 	if start != prewriteChunk {
 		t.Fatalf("second chunk of zeros starts at %d, want %d", start, prewriteChunk)
 	}
@@ -445,7 +445,7 @@ func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	free()
+	g.open()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -122,17 +121,20 @@ func TestReclaimFreesWholeSegmentsOnly(t *testing.T) {
 func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
 	const n = 60
 	dir, j, segs := segmentedJournal(t, n, 5)
-	entered, release := make(chan Segment), make(chan struct{})
-	var once sync.Once
-	removeHook = func(s Segment) { once.Do(func() { entered <- s; <-release }) }
-	t.Cleanup(func() { removeHook = nil })
+	g := newGate()
+	var first string
+	orig := removeSegmentFile
+	removeSegmentFile = func(path string) error {
+		g.hold(func() { first = path })
+		return orig(path)
+	}
+	t.Cleanup(func() { removeSegmentFile = orig })
 
-	free := sync.OnceFunc(func() { close(release) })
-	defer free() // a failure below must not leave the Reclaim hanging
+	defer g.open() // a failure below must not leave the Reclaim hanging
 	reclaimed := make(chan error, 1)
 	go func() { reclaimed <- j.Reclaim(segs[3].Start + 1) }()
-	if s := <-entered; s.Start != segs[0].Start {
-		t.Fatalf("first unlink is of segment %d, want the oldest, %d", s.Start, segs[0].Start)
+	if <-g.entered; first != segs[0].Path {
+		t.Fatalf("first unlink is of %s, want the oldest segment, %s", first, segs[0].Path)
 	}
 	// The unlink hangs: commits go on (this Append would hang otherwise).
 	if _, err := j.Append([]*Record{testRecord(n + 1)}); err != nil {
@@ -142,14 +144,14 @@ func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- j.Close() }()
 	for !blockedIn("journal.(*Journal).Close(", "sync.Mutex.Lock") {
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while a Reclaim was unlinking", err)
+		default:
+		}
 		runtime.Gosched()
 	}
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned (%v) while a Reclaim was unlinking", err)
-	default:
-	}
-	free()
+	g.open()
 	if err := <-reclaimed; err != nil {
 		t.Fatalf("reclaim: %v", err)
 	}

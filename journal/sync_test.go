@@ -190,18 +190,39 @@ func TestSyncRacingRecovery(t *testing.T) {
 // Write, until release is closed; entered is closed once it waits.
 func holdWrites(t *testing.T) (entered, release chan struct{}) {
 	t.Helper()
-	entered, release = make(chan struct{}), make(chan struct{})
+	g := newGate()
 	orig := writeBatch
-	var once sync.Once
 	writeBatch = func(l *wal.Log, b *wal.Batch) error {
-		once.Do(func() {
-			close(entered)
-			<-release
-		})
+		g.hold(nil)
 		return orig(l, b)
 	}
 	t.Cleanup(func() { writeBatch = orig })
-	return entered, release
+	return g.entered, g.release
+}
+
+// gate holds the first goroutine that calls hold until release is closed,
+// closing entered once it is there: a test seam made slow on demand.
+type gate struct {
+	entered, release chan struct{}
+	once, opened     sync.Once
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+
+// open closes release, once however often it is called (a deferred open
+// keeps a failing test from leaving the held goroutine behind).
+func (g *gate) open() { g.opened.Do(func() { close(g.release) }) }
+
+// hold runs first (if not nil) and holds, on the first call only; later
+// calls pass straight through.
+func (g *gate) hold(first func()) {
+	g.once.Do(func() {
+		if first != nil {
+			first()
+		}
+		close(g.entered)
+		<-g.release
+	})
 }
 
 // TestSyncAcknowledgesDuringWrite: a Sync acknowledges the records written
