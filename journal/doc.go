@@ -52,14 +52,21 @@
 //
 // # Invariants
 //
-//   - A record is acknowledged (LastIndex) only once a Sync covered it:
+//   - A record is acknowledged (LastIndex) only once an fsync covered it:
 //     Write hands a batch to the page cache, Sync fdatasyncs the tail
 //     segment through a descriptor of its own, outside every lock, so the
-//     next batch can be written meanwhile. Append is Write then Sync.
+//     next batch can be written meanwhile. Append is Write then Sync. The
+//     one fsync that is not a Sync's: tidwall/wal fsyncs a segment as it
+//     seals it, so when a batch's last record sealed a segment whose
+//     directory entry a directory fsync already covered (Open, a recovery
+//     or an earlier Sync fsyncs the directory), Write itself acknowledges
+//     everything written, and a Sync up to it does no I/O. A batch that
+//     continues into the next segment is acknowledged whole, by a Sync.
 //   - A Sync that acknowledges records in a segment file created since
 //     the previous Sync also fsyncs the journal directory first
-//     (tidwall/wal never syncs directories; it does fsync a segment as it
-//     closes it).
+//     (tidwall/wal never syncs directories). A new segment that holds no
+//     record yet waits for that Sync: nothing acknowledged depends on its
+//     entry.
 //   - Write refuses a batch whose first index does not continue the
 //     written records (ErrStale), so a caller that built on records a
 //     failure cut back can never leave a gap or a repeat.
@@ -68,7 +75,9 @@
 //     bytes, is damage, never data.
 //   - The tail segment is pre-written (prewrite.go): a background goroutine
 //     writes zeros ahead of tidwall/wal's write offset, up to the segment
-//     size, in 256 KiB chunks, each fdatasynced, so a commit's fdatasync
+//     size, in chunks of 256 KiB or of 16 times the last batch if larger
+//     (up to 1 MiB: each chunk is one size change that commits carry until
+//     its fdatasync), each fdatasynced, so a commit's fdatasync
 //     overwrites blocks that exist and carries no size or allocation change
 //     (0.6-0.7x the cost of an appending one on the disk measured). Zeros
 //     are written only at or after the write offset: their range is chosen

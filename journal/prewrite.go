@@ -31,8 +31,8 @@ import (
 //     a truncation, Close), waits for the reservation to end. So zeros can
 //     never land on a record, and a Write that stays below them (nearly
 //     all: the zeros run up to prewriteAhead ahead) never waits for a
-//     256 KiB write(2) of zeros, which measured 85 us at the median and up
-//     to 3 ms at 127 writers.
+//     write(2) of zeros (a 256 KiB one measured 85 us at the median and up
+//     to 3 ms at 127 writers).
 //   - wal.Open reads the whole tail segment and parses zeros as empty
 //     entries that advance LastIndex. So the zero run is trimmed before
 //     every wal.Open (Open, and the recovery after a failure) and at Close.
@@ -53,16 +53,41 @@ import (
 // are corruption).
 
 const (
-	// prewriteChunk is the size of one zero write and its fdatasync. A
+	// prewriteChunk is the smallest zero write (with its fdatasync). A
 	// commit whose fdatasync runs while a chunk is still dirty also waits
-	// for that chunk, so the chunk bounds what pre-writing can add to one
-	// commit's latency.
+	// for that chunk, so at a low commit rate the chunk bounds what
+	// pre-writing can add to one commit's latency.
 	prewriteChunk = 256 << 10
+	// prewriteRounds sizes the chunk to the commit rate: a chunk holds at
+	// least this many batches of the size last written (see
+	// prewriteChunkFor).
+	prewriteRounds = 16
 	// prewriteAhead is how far ahead of the write offset pre-writing
-	// reaches (capped at the segment size); it refills once less than half
-	// of it is left.
+	// reaches (capped at the segment size), and the largest chunk; it
+	// refills once less than half of it is left.
 	prewriteAhead = 1 << 20
 )
+
+// prewriteChunkFor is the size of the next zero write when the last batch
+// written took lastBatch bytes.
+//
+// Every chunk extends the file, and until the pre-writer's fdatasync has
+// made that size change durable, a commit's fdatasync of the same file must
+// carry it through the file system's journal too (and waits for the zero
+// pages being written back): for that window commits are no longer
+// overwrite-class. One chunk costs one such window, whatever its size. At a
+// low commit rate a small chunk keeps the window short for the few commits
+// inside it; at a high one fixed 256 KiB chunks came every two or three
+// rounds (127 writers commit ~100 KB per fdatasync), so most commits fell
+// inside a window. Sized to prewriteRounds batches, the chunk is still 256
+// KiB for a lone writer (2 KB batches), and at 127 writers the rest of a 1
+// MiB segment is one chunk. Measured at 127 writers: the journal alone's
+// commit fdatasyncs (outside segment changes) took 275 us at the median
+// instead of 520, and the store's throughput was 4.5% higher over fourteen
+// alternating runs (standard error 1.7%).
+func prewriteChunkFor(lastBatch int) int64 {
+	return min(max(prewriteChunk, prewriteRounds*int64(lastBatch)), prewriteAhead)
+}
 
 // prewriter is the journal's pre-writing state; every field is under the
 // journal's mu, and f is changed only under wmu as well.
@@ -174,6 +199,7 @@ func (j *Journal) tailChangedLocked() {
 		presizeTail(j.log, j.tailCapacity(), &j.spares)
 	}
 	j.tailGen++
+	j.dirSynced = 0 // no directory fsync is known to cover the new tail
 	j.pre.end, j.pre.synced = 0, 0
 	if j.pre.f != nil {
 		// A prewriteStep still syncing it is safe: os.File defers the
@@ -191,7 +217,7 @@ func (j *Journal) tailCapacity() int {
 
 func (j *Journal) prewriteLoop(kick <-chan struct{}, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	zeros := make([]byte, prewriteChunk)
+	zeros := make([]byte, prewriteAhead)
 	for {
 		select {
 		case <-stop:
@@ -234,7 +260,7 @@ func (j *Journal) prewriteStep(zeros []byte) bool {
 		j.wmu.Unlock()
 		return false
 	}
-	end := min(start+int64(len(zeros)), goal)
+	end := min(start+prewriteChunkFor(j.lastBatchBytes), goal)
 	f, err := j.prewriteFileLocked()
 	if err == nil {
 		j.pre.busyFrom = start

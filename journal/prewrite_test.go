@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -377,6 +379,11 @@ func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
 		}
 		next++
 	}
+	// The batch that sealed the old segment is durable already (tidwall/wal
+	// fsynced it); the sync covering the new segment's first record raises
+	// the marker.
+	next++
+	mustWrite(t, j, []*Record{testRecord(int(next))}, next)
 	synced := make(chan error, 1)
 	go func() { synced <- j.Sync(next) }()
 	<-entered                        // the marker's fdatasync is held...
@@ -471,4 +478,90 @@ func batchSize(recs []*Record) int64 {
 		n += int64(uvarintLen(uint64(len(b))) + len(b))
 	}
 	return n
+}
+
+// TestPrewriteChunkFollowsTheCommitRate: zeros are written in chunks of
+// prewriteChunk while batches are small (a lone writer's latency is bounded
+// by what one chunk adds), and of prewriteRounds batches, up to
+// prewriteAhead, once batches are large, so a fast writer's commits meet a
+// size change once per stretch of 16 batches instead of every few.
+func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
+	for _, c := range []struct {
+		batch int
+		want  int64
+	}{
+		{0, prewriteChunk},
+		{2 << 10, prewriteChunk},
+		{16 << 10, prewriteChunk},
+		{32 << 10, 512 << 10},
+		{100 << 10, prewriteAhead},
+		{8 << 20, prewriteAhead},
+	} {
+		if got := prewriteChunkFor(c.batch); got != c.want {
+			t.Errorf("prewriteChunkFor(%d) = %d, want %d", c.batch, got, c.want)
+		}
+	}
+
+	var mu sync.Mutex
+	var sizes []int
+	orig := writeZeros
+	writeZeros = func(f *os.File, zeros []byte, off int64) error {
+		mu.Lock()
+		sizes = append(sizes, len(zeros))
+		mu.Unlock()
+		return orig(f, zeros, off)
+	}
+	t.Cleanup(func() { writeZeros = orig })
+	taken := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		s := sizes
+		sizes = nil
+		return s
+	}
+	const seg = 8 << 20
+	j, _ := openJournal(t, filepath.Join(t.TempDir(), "journal"), seg)
+	defer j.Close()
+	waitPrewriteIdle(t, j)
+	taken()
+
+	// writeUntil writes batches of n records of size-byte documents until
+	// the pre-writer has been kicked (less than half of prewriteAhead
+	// left), then waits for it to finish and returns its zero writes.
+	next := uint64(1)
+	writeUntil := func(n, size int) []int {
+		t.Helper()
+		for start := j.tailBytes; j.tailBytes-start < prewriteAhead/2+1; {
+			batch := make([]*Record, n)
+			for i := range batch {
+				batch[i] = testRecord(int(next) + i)
+				batch[i].Document = bytes.Repeat([]byte("z"), size)
+			}
+			if _, err := j.Write(batch, next); err != nil {
+				t.Fatal(err)
+			}
+			next += uint64(n)
+		}
+		if err := j.Sync(next - 1); err != nil {
+			t.Fatal(err)
+		}
+		waitPrewriteIdle(t, j)
+		return taken()
+	}
+	small := writeUntil(1, 2000)
+	if len(small) == 0 || slices.Max(small) != prewriteChunk {
+		t.Fatalf("with 2 KB batches the zero writes were %v bytes, want chunks of %d", small, prewriteChunk)
+	}
+	large := writeUntil(25, 4000)
+	if len(large) == 0 || slices.Max(large) <= prewriteChunk {
+		t.Fatalf("with 100 KB batches the zero writes were %v bytes, want one larger than %d", large, prewriteChunk)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j2, _ := openJournal(t, j.Dir(), seg)
+	defer j2.Close()
+	if got := replayAll(t, j2); uint64(len(got)) != next-1 {
+		t.Fatalf("replay after the reopen returned %d records, want %d", len(got), next-1)
+	}
 }
