@@ -110,7 +110,7 @@ type Journal struct {
 	rest       wal.Batch // the part of a batch after the entry that seals a segment
 	buf        []byte
 	stats      Stats
-	batchBytes int
+	batchBytes int    // frame bytes of the batch being (or last) written, under wmu
 	tailGen    uint64 // bumped whenever the tail segment becomes another file
 	reclaimed  bool   // Reclaim removed segments tidwall/wal still lists
 	pre        prewriter
@@ -125,9 +125,6 @@ type Journal struct {
 	// fsync is known to have covered its entry (0: not known), under mu.
 	// Reset whenever the tail becomes another file (tailChangedLocked).
 	dirSynced uint64
-	// lastBatchBytes is batchBytes of the last batch written, under mu:
-	// the commit rate the pre-writer sizes its chunks to.
-	lastBatchBytes int
 }
 
 // Stats count what the journal has done since Open, for benchmarks and
@@ -505,9 +502,8 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	j.rest.Clear()
 	j.batchBytes = 0
 	tail.begin(first)
-	// The segment the batch starts in, how many segments the batch seals,
-	// and whether its last record seals one.
-	sealing, seals, endsSealed := tail.start, 0, false
+	// The segment the batch starts in, and how many segments it seals.
+	sealing, seals := tail.start, 0
 	part, split := &j.batch, false
 	for i, r := range recs {
 		var err error
@@ -519,8 +515,7 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		j.batchBytes += len(j.buf)
 		if tail.append(len(j.buf), first+uint64(i)) {
 			seals++
-			endsSealed = i+1 == len(recs)
-			if !endsSealed {
+			if i+1 < len(recs) {
 				part, split = &j.rest, true
 			}
 		}
@@ -544,7 +539,6 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		return 0, &StorageError{Op: "append", Index: first, Err: j.recoverAfter(err)}
 	}
 	j.written += uint64(len(recs))
-	j.lastBatchBytes = j.batchBytes
 	j.stats.Appends++
 	j.stats.Records += uint64(len(recs))
 	j.stats.Bytes += uint64(j.batchBytes)
@@ -558,7 +552,8 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	// before opening the next, and no fdatasync of the new, empty file or
 	// of the directory adds anything to them. The directory is left to the
 	// Sync that covers the first records in the new segment (dirDirty).
-	if seals == 1 && endsSealed && sealing == j.dirSynced {
+	// (The new tail is empty exactly when the last record sealed.)
+	if seals == 1 && tail.bytes == 0 && sealing == j.dirSynced {
 		j.last = j.written
 	}
 	if tail.cycled {
@@ -825,9 +820,7 @@ func (j *Journal) recoverLocked() error {
 			}
 		}
 	}
-	if err := disk.SyncDir(j.dir); err != nil {
-		return err
-	}
+	// openLog fsyncs the directory, making the removals durable.
 	if err := j.openLog(); err != nil {
 		return err
 	}

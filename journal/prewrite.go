@@ -260,7 +260,7 @@ func (j *Journal) prewriteStep(zeros []byte) bool {
 		j.wmu.Unlock()
 		return false
 	}
-	end := min(start+prewriteChunkFor(j.lastBatchBytes), goal)
+	end := min(start+prewriteChunkFor(j.batchBytes), goal)
 	f, err := j.prewriteFileLocked()
 	if err == nil {
 		j.pre.busyFrom = start

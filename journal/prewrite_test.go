@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -444,14 +443,7 @@ func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
 		_, err := j.Append(big)
 		done <- err
 	}()
-	for !blockedIn("journal.(*Journal).waitPrewriteBelow(", "sync.Cond.Wait") {
-		select {
-		case err := <-done:
-			t.Fatalf("a batch reaching the zeros being written did not wait for them (%v)", err)
-		default:
-		}
-		runtime.Gosched()
-	}
+	untilBlockedIn(t, "journal.(*Journal).waitPrewriteBelow(", "sync.Cond.Wait", done, "a batch reaching the zeros being written did not wait for them")
 	g.open()
 	if err := <-done; err != nil {
 		t.Fatal(err)

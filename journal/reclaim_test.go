@@ -143,14 +143,7 @@ func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- j.Close() }()
-	for !blockedIn("journal.(*Journal).Close(", "sync.Mutex.Lock") {
-		select {
-		case err := <-closed:
-			t.Fatalf("Close returned (%v) while a Reclaim was unlinking", err)
-		default:
-		}
-		runtime.Gosched()
-	}
+	untilBlockedIn(t, "journal.(*Journal).Close(", "sync.Mutex.Lock", closed, "Close returned while a Reclaim was unlinking")
 	g.open()
 	if err := <-reclaimed; err != nil {
 		t.Fatalf("reclaim: %v", err)
@@ -186,4 +179,19 @@ func blockedIn(fn, state string) bool {
 		}
 	}
 	return false
+}
+
+// untilBlockedIn waits until a goroutine is seen blocked in fn in state
+// (see blockedIn). If done delivers first, the goroutine finished instead
+// of blocking, and the test fails with what and its error.
+func untilBlockedIn(t *testing.T, fn, state string, done <-chan error, what string) {
+	t.Helper()
+	for !blockedIn(fn, state) {
+		select {
+		case err := <-done:
+			t.Fatalf("%s (%v)", what, err)
+		default:
+		}
+		runtime.Gosched()
+	}
 }
