@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore/checkpoint"
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/stats"
 	"github.com/keeppeek/statestore/journal"
-	"github.com/keeppeek/statestore/stats"
 	"github.com/keeppeek/statestore/watch"
 )
 

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/keeppeek/statestore/checkpoint"
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/keeppeek/statestore/config/settings"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
-	"github.com/keeppeek/statestore/settings"
 )
 
 // Settings-backed namespaces: live configuration kept in

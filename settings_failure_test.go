@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/configzip"
+	"github.com/keeppeek/statestore/config/configzip"
+	"github.com/keeppeek/statestore/config/settings"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/keeppeek/statestore/settings"
 )
 
 // envSettingsCrashWriter makes the test binary run settingsCrashWriter on

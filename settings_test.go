@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/config/settings"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/keeppeek/statestore/settings"
 	"github.com/keeppeek/statestore/watch"
 )
 

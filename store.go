@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore/clock"
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"

@@ -11,7 +11,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/watch"
-	"github.com/keeppeek/statestore/watchcache"
+	"github.com/keeppeek/statestore/worker/watchcache"
 )
 
 // storeSource adapts a store session to the client cache's Source, the way

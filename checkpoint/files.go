@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/materialize"
 )
 

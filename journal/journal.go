@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
 	"github.com/tidwall/wal"

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/internal/fault"
 )
 

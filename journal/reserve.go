@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 )
 
 // The reserve. Every mutation needs journal space, a DELETE and a lease's

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/keeppeek/statestore/materialize"
-	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
 // Entry returns e as a StateEntry. The document is shared with e.

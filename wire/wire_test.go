@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/keeppeek/statestore/materialize"
-	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
 func snapshotMessage(requestID uint64, watchID string, rev uint64, entries []*materialize.Entry) *pb.ServerMessage {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/journal"
 )
 

@@ -9,11 +9,11 @@ import (
 	"strings"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/disk"
-	"github.com/keeppeek/statestore/grouppref"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/quota"
-	"github.com/keeppeek/statestore/reconcile"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/worker/grouppref"
+	"github.com/keeppeek/statestore/worker/reconcile"
 	"github.com/spf13/pflag"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/promstats"
+	"github.com/keeppeek/statestore/ops/promstats"
 	"github.com/keeppeek/statestore/schema"
 )
 

@@ -9,12 +9,12 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
-	mediaintent "github.com/keeppeek/statestore/intent"
-	workerlease "github.com/keeppeek/statestore/lease"
-	"github.com/keeppeek/statestore/mediasim"
-	"github.com/keeppeek/statestore/reconcile"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/keeppeek/statestore/stateclient"
+	mediaintent "github.com/keeppeek/statestore/worker/intent"
+	workerlease "github.com/keeppeek/statestore/worker/lease"
+	"github.com/keeppeek/statestore/worker/mediasim"
+	"github.com/keeppeek/statestore/worker/reconcile"
+	"github.com/keeppeek/statestore/worker/stateclient"
 )
 
 // demoWorkerTTL is the demo transcoders' lease TTL, on a fake clock.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/inspector"
-	"github.com/keeppeek/statestore/wstransport"
+	"github.com/keeppeek/statestore/ops/inspector"
+	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
 const serveAbout = `Serves the inspector page for the store in DIR (created there if DIR holds none): its

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/inspector"
 	"github.com/keeppeek/statestore/internal/testdoc"
-	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/ops/inspector"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/keeppeek/statestore/wstransport"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
 func TestServeAddr(t *testing.T) {

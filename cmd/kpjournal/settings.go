@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/config/settings"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/settings"
 )
 
 // Settings-backed namespaces live in the media server's config.toml, not in

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/disk"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
 )

@@ -20,10 +20,10 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
-	"github.com/keeppeek/statestore/dispatch"
-	"github.com/keeppeek/statestore/framing"
-	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/wire/dispatch"
+	"github.com/keeppeek/statestore/wire/framing"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
 // The diagram's names.

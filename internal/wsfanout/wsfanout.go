@@ -30,9 +30,9 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/dispatch"
-	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
-	"github.com/keeppeek/statestore/wstransport"
+	"github.com/keeppeek/statestore/wire/dispatch"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
 // Config sizes a run. Zero fields take the defaults.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
-	"github.com/keeppeek/statestore/promstats"
+	"github.com/keeppeek/statestore/ops/promstats"
 )
 
 // Names of the metrics workload's rows.

@@ -12,7 +12,7 @@ import (
 	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
 	"github.com/keeppeek/statestore/bench/walpeer"
-	"github.com/keeppeek/statestore/dispatch"
+	"github.com/keeppeek/statestore/wire/dispatch"
 )
 
 // The target workloads. Every ratio target of issue 15 compares two

@@ -9,11 +9,11 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
-	"github.com/keeppeek/statestore/dispatch"
-	"github.com/keeppeek/statestore/framing"
 	"github.com/keeppeek/statestore/internal/testdoc"
-	pb "github.com/keeppeek/statestore/proto/keeppeek/statestore/v1"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/wire/dispatch"
+	"github.com/keeppeek/statestore/wire/framing"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
 // Names of the wire protocol's workloads.

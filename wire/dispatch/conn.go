@@ -1,0 +1,33 @@
+package dispatch
+
+import (
+	"io"
+
+	"github.com/keeppeek/statestore/wire/framing"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+)
+
+// Conn is one session's ordered control channel, as the dispatcher sees it.
+// Recv is called from one goroutine, Send from another; Close is called
+// once, when Serve ends, and must make a blocked Recv or Send return.
+type Conn interface {
+	// Recv returns the next client message; io.EOF at a clean end of the
+	// input. A *framing.DecodeError leaves the stream usable.
+	Recv() (*pb.ClientMessage, error)
+	// Send writes one server message. Messages arrive in Send order.
+	Send(*pb.ServerMessage) error
+	Close() error
+}
+
+// NewStreamConn returns the server side of the framing over rwc, rejecting
+// client frames over maxFrameBytes (framing.DefaultMaxFrameBytes when <= 0).
+func NewStreamConn(rwc io.ReadWriteCloser, maxFrameBytes int) Conn {
+	return streamConn{framing.NewConn[*pb.ClientMessage, *pb.ServerMessage](rwc, maxFrameBytes, newClientMessage), rwc}
+}
+
+func newClientMessage() *pb.ClientMessage { return new(pb.ClientMessage) }
+
+type streamConn struct {
+	*framing.Conn[*pb.ClientMessage, *pb.ServerMessage]
+	io.Closer
+}

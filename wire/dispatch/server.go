@@ -1,0 +1,477 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/watch"
+	"github.com/keeppeek/statestore/wire/framing"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+)
+
+// Options bound one session. Zero fields take the defaults.
+type Options struct {
+	// MaxInFlight is how many requests of one session run at once (default
+	// 16). The next request is not read until one finishes.
+	MaxInFlight int
+	// MaxQueued bounds the outbound queue (default 256 messages): an answer
+	// waits for room, a watch update finding none closes its watch with
+	// BUFFER_OVERFLOW.
+	MaxQueued int
+}
+
+const (
+	defaultMaxInFlight = 16
+	defaultMaxQueued   = 256
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = defaultMaxInFlight
+	}
+	if o.MaxQueued <= 0 {
+		o.MaxQueued = defaultMaxQueued
+	}
+	return o
+}
+
+// Server dispatches sessions to one store, or answers them UNAVAILABLE when
+// the store could not be opened. It is safe for concurrent use: serve each
+// connection in its own goroutine.
+type Server struct {
+	store *statestore.Store
+	cause error // set in unavailable mode
+	opts  Options
+}
+
+// New returns a Server for an open store.
+func New(store *statestore.Store, opts Options) *Server {
+	if store == nil {
+		panic("dispatch.New: nil store; use NewUnavailable with the Open error")
+	}
+	return &Server{store: store, opts: opts.withDefaults()}
+}
+
+// NewUnavailable returns a Server for a store that failed to open with
+// cause: every request is answered UNAVAILABLE naming the cause, and
+// Capabilities lists nothing. It touches no file.
+func NewUnavailable(cause error, opts Options) *Server {
+	if cause == nil {
+		cause = errors.New("no store was opened")
+	}
+	return &Server{cause: cause, opts: opts.withDefaults()}
+}
+
+// Capabilities returns the capabilities to advertise:
+// statestore.Capability while the store is open, nothing otherwise.
+func (s *Server) Capabilities() []string {
+	if s.store == nil {
+		return nil
+	}
+	return s.store.Capabilities()
+}
+
+func (s *Server) unavailable() error {
+	return &statestore.Error{Code: statestore.Unavailable, Field: "store",
+		Message: "the state store is unavailable: " + s.cause.Error(), Err: s.cause}
+}
+
+// ProtocolError ends a session whose input broke the framing: an oversized
+// frame, a malformed length prefix, or a stream cut inside a frame.
+type ProtocolError struct{ Err error }
+
+// Error names the violation.
+func (e *ProtocolError) Error() string { return "dispatch: session ended: " + e.Err.Error() }
+
+// Unwrap returns the framing error.
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// Serve runs one session for principal p on conn until the input ends
+// (io.EOF: requests still running are answered first, then Serve returns
+// nil), the input breaks the framing (a *ProtocolError, after answering as
+// the package documents), sending fails, or ctx is done. It closes conn and
+// removes the session's watches before returning.
+func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ss := &session{srv: s, p: p, ctx: ctx, inflight: make(map[uint64]struct{}),
+		slots: make(chan struct{}, s.opts.MaxInFlight), readDone: make(chan error, 1), readTurn: make(chan struct{})}
+	ss.idle.L = &ss.mu
+	margin := s.opts.MaxInFlight
+	if s.store != nil {
+		margin += 2 * s.store.Limits().MaxWatchesPerSession
+	}
+	ss.out = newOutbox(s.opts.MaxQueued, margin, conn.Send, cancel)
+
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- ss.out.run() }()
+	// Cancellation closes conn (unblocking Recv and Send) and wakes the
+	// wait for in-flight requests below.
+	stopWatch := context.AfterFunc(ctx, func() {
+		conn.Close()
+		ss.mu.Lock()
+		ss.idle.Broadcast()
+		ss.mu.Unlock()
+	})
+	defer stopWatch()
+
+	switch {
+	case s.store == nil:
+		ss.refuse = s.unavailable()
+	default:
+		st, err := s.store.OpenSession(p, sink{ss})
+		if err != nil {
+			ss.refuse = err
+		} else {
+			ss.st = st
+		}
+	}
+
+	// The reading moves from goroutine to goroutine (see read), and its
+	// result comes back from whichever reads last. Serve's own goroutine
+	// stays free to end the session when the input fails while a request
+	// is still running.
+	ss.threads.Add(1)
+	go ss.read(conn)
+	readErr := <-ss.readDone
+	graceful := readErr == nil || isProtocolError(readErr)
+	if graceful {
+		// Answer what is running, and deliver the snapshots of watches
+		// already accepted, before the session's watches go away.
+		ss.wg.Wait()
+		ss.mu.Lock()
+		for len(ss.inflight) > 0 && ctx.Err() == nil {
+			ss.idle.Wait()
+		}
+		ss.mu.Unlock()
+	} else {
+		cancel()
+	}
+	if ss.st != nil {
+		ss.st.Close()
+	}
+	ss.out.close(!graceful)
+	werr := <-writerDone
+	cancel() // unblocks a request waiting in the store, dismisses the spare goroutines, and closes conn
+	ss.threads.Wait()
+	conn.Close()
+	switch {
+	case readErr != nil:
+		return readErr
+	case werr != nil:
+		return fmt.Errorf("dispatch: send: %w", werr)
+	}
+	return nil
+}
+
+func isProtocolError(err error) bool {
+	var pe *ProtocolError
+	return errors.As(err, &pe)
+}
+
+// session is one Serve call's state.
+type session struct {
+	srv    *Server
+	p      statestore.Principal
+	ctx    context.Context
+	st     *statestore.Session // nil when refuse is set
+	refuse error               // answers every request when set
+	out    *outbox
+	slots  chan struct{}  // one per running request
+	wg     sync.WaitGroup // running requests
+	// threads counts the session's goroutines but Serve's and the writer:
+	// the reader, the requests' and the spares.
+	threads sync.WaitGroup
+	// readDone receives the reading's result (see read) once.
+	readDone chan error
+	// readTurn hands the reading to a spare goroutine (see park).
+	readTurn chan struct{}
+
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when inflight loses an id
+	inflight map[uint64]struct{}
+	spares   int // goroutines parked in park
+}
+
+// maxSpares bounds the goroutines a session keeps parked for the next
+// hand-off of the reading. A serial client needs two: its next request
+// arrives as soon as the answer is sent, often before the goroutine that
+// sent it has parked, and then the one parked before is there to take the
+// reading (with one, about one request in ten started a goroutine). More
+// would only hold stacks for bursts.
+const maxSpares = 2
+
+// read is the body of the session's goroutines other than Serve's and
+// the writer. It receives requests until the input ends, then sends the
+// result to readDone: nil at a clean end of input, a *ProtocolError when
+// the input broke the framing, or the receive error otherwise (the
+// connection failed or was closed). One goroutine reads at a time.
+//
+// A request that has to run (it passed the envelope checks and got a slot)
+// runs on the goroutine that read it, after handing the reading to another
+// goroutine: the request starts without waiting for a goroutine to be
+// scheduled, and the session still reads its next frame at once, so a
+// request never waits behind another one of its session (an ack is
+// answered while a put of the same session waits for its fdatasync). The
+// goroutine then parks as a spare to take the reading over at the next
+// hand-off: a goroutine started per request would grow a fresh stack to
+// the store's depth every time.
+func (ss *session) read(conn Conn) {
+	defer ss.threads.Done()
+	for {
+		m, err := conn.Recv()
+		var de *framing.DecodeError
+		var fe *framing.FrameSizeError
+		switch {
+		case err == nil:
+			if id, ok := ss.admit(m); ok {
+				ss.passReading(conn)
+				ss.execute(id, m)
+				if !ss.park() {
+					return
+				}
+			}
+			continue
+		case errors.As(err, &de):
+			ss.answer(invalidArgument(0, "frame", "%v", err))
+			continue
+		case errors.Is(err, io.EOF):
+			err = nil
+		case ss.ctx.Err() != nil:
+			err = ss.ctx.Err()
+		case errors.As(err, &fe), errors.Is(err, framing.ErrBadPrefix):
+			ss.answer(invalidArgument(0, "frame", "%v; the stream cannot be resynchronised, so the session ends", err))
+			err = &ProtocolError{Err: err}
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			err = &ProtocolError{Err: err}
+		default:
+			err = fmt.Errorf("dispatch: receive: %w", err)
+		}
+		ss.readDone <- err
+		return
+	}
+}
+
+// passReading makes another goroutine the reader: a spare if one is
+// parked, else a new one.
+func (ss *session) passReading(conn Conn) {
+	select {
+	case ss.readTurn <- struct{}{}:
+		// The spare is the reader now. Counting it out here, not when it
+		// wakes, leaves room for this goroutine to park once its request
+		// is answered.
+		ss.mu.Lock()
+		ss.spares--
+		ss.mu.Unlock()
+	default:
+		ss.threads.Add(1)
+		go ss.read(conn)
+	}
+}
+
+// park waits, as one of at most maxSpares spares, for the reading to be
+// handed over, and reports whether it was; false when there are spares
+// enough or the session is ending, and the goroutine should end.
+func (ss *session) park() bool {
+	ss.mu.Lock()
+	if ss.spares >= maxSpares {
+		ss.mu.Unlock()
+		return false
+	}
+	ss.spares++
+	ss.mu.Unlock()
+	select {
+	case <-ss.readTurn:
+		return true // passReading counted it out
+	case <-ss.ctx.Done():
+		ss.mu.Lock()
+		ss.spares--
+		ss.mu.Unlock()
+		return false
+	}
+}
+
+// answer queues an answer of the reading goroutine for the writer: the
+// reader never writes to the connection itself, so a peer that writes
+// without reading cannot hold up the reading behind its own unread answer.
+// It fails only when the session is ending, and then nobody is left to read
+// it.
+func (ss *session) answer(m *pb.ServerMessage) { _ = ss.out.queue(m, nil) }
+
+// requestID returns the request_id of m, and false when no request is set.
+func requestID(m *pb.ClientMessage) (uint64, bool) {
+	switch r := m.GetMessage().(type) {
+	case *pb.ClientMessage_GetState:
+		return r.GetState.GetRequestId(), true
+	case *pb.ClientMessage_PutState:
+		return r.PutState.GetRequestId(), true
+	case *pb.ClientMessage_DeleteState:
+		return r.DeleteState.GetRequestId(), true
+	case *pb.ClientMessage_WatchState:
+		return r.WatchState.GetRequestId(), true
+	case *pb.ClientMessage_UnwatchState:
+		return r.UnwatchState.GetRequestId(), true
+	case *pb.ClientMessage_WatchStateAck:
+		return r.WatchStateAck.GetRequestId(), true
+	}
+	return 0, false
+}
+
+// admit checks the envelope of m and answers what cannot run. It reports
+// true when m is a request to run: its id is then in flight, it holds a
+// slot, and execute must run it. Waiting for a slot stops the reading.
+func (ss *session) admit(m *pb.ClientMessage) (uint64, bool) {
+	id, ok := requestID(m)
+	switch {
+	case !ok:
+		ss.answer(invalidArgument(0, "message", "the ClientMessage carries no request this server knows"))
+		return 0, false
+	case id == 0:
+		ss.answer(invalidArgument(0, "request_id", "request_id must be nonzero"))
+		return 0, false
+	}
+	ss.mu.Lock()
+	_, busy := ss.inflight[id]
+	if !busy {
+		ss.inflight[id] = struct{}{}
+	}
+	ss.mu.Unlock()
+	if busy {
+		ss.answer(invalidArgument(0, "request_id", "request_id %d is already in flight on this session", id))
+		return 0, false
+	}
+	if ss.refuse != nil {
+		if ss.out.queue(errorMessage(id, ss.refuse), func() { ss.release(id) }) != nil {
+			ss.release(id)
+		}
+		return 0, false
+	}
+	select {
+	case ss.slots <- struct{}{}:
+	case <-ss.ctx.Done():
+		ss.release(id)
+		return 0, false
+	}
+	ss.wg.Add(1)
+	return id, true
+}
+
+// execute runs an admitted request, answers it and frees its slot.
+func (ss *session) execute(id uint64, m *pb.ClientMessage) {
+	defer func() {
+		<-ss.slots
+		ss.wg.Done()
+	}()
+	if m := ss.run(id, m); m != nil {
+		ss.reply(id, m)
+	}
+}
+
+// reply queues the answer to request id and ends its flight.
+func (ss *session) reply(id uint64, m *pb.ServerMessage) {
+	if ss.out.reply(m, func() { ss.release(id) }) != nil {
+		ss.release(id) // the session is ending; nobody will see an answer
+	}
+}
+
+func (ss *session) release(id uint64) {
+	ss.mu.Lock()
+	delete(ss.inflight, id)
+	ss.idle.Broadcast()
+	ss.mu.Unlock()
+}
+
+func expectation(rev *uint64) statestore.Expect {
+	if rev == nil {
+		return statestore.Expect{}
+	}
+	return statestore.IfRevision(*rev)
+}
+
+// ttl converts ttl_ms; values past time.Duration's range saturate, which the
+// store then clamps to its maximum like any other long TTL.
+func ttl(ms uint64) time.Duration {
+	if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// run executes one request and returns its answer, or nil when the answer
+// is delivered otherwise (a WatchState's snapshot, through the sink).
+func (ss *session) run(id uint64, m *pb.ClientMessage) *pb.ServerMessage {
+	ctx, store := ss.ctx, ss.srv.store
+	// The store session follows the embedder's SetPrincipal (revocation).
+	p := ss.st.Principal()
+	switch r := m.GetMessage().(type) {
+	case *pb.ClientMessage_GetState:
+		e, err := store.Get(ctx, p, r.GetState.GetNamespace(), r.GetState.GetKey())
+		if err != nil {
+			return errorMessage(id, err)
+		}
+		return entryMessage(id, &e)
+	case *pb.ClientMessage_PutState:
+		q := r.PutState
+		e, err := store.Put(ctx, p, statestore.PutRequest{Namespace: q.GetNamespace(), Key: q.GetKey(), Schema: q.GetSchema(),
+			Document: q.GetDocument(), Expect: expectation(q.ExpectedRevision), TTL: ttl(q.GetTtlMs())})
+		if err != nil {
+			return errorMessage(id, err)
+		}
+		return entryMessage(id, &e)
+	case *pb.ClientMessage_DeleteState:
+		q := r.DeleteState
+		rev, err := store.Delete(ctx, p, statestore.DeleteRequest{Namespace: q.GetNamespace(), Key: q.GetKey(), Expect: expectation(q.ExpectedRevision)})
+		if err != nil {
+			return errorMessage(id, err)
+		}
+		return resultMessage(&pb.StateStoreResult{RequestId: id, Result: &pb.StateStoreResult_DeletedRevision{DeletedRevision: rev}})
+	case *pb.ClientMessage_WatchState:
+		q := r.WatchState
+		_, err := store.Watch(ctx, ss.st, statestore.WatchRequest{RequestID: id, WatchID: q.GetWatchId(), Namespace: q.GetNamespace(), KeyPrefix: q.GetKeyPrefix()})
+		if err != nil {
+			return errorMessage(id, err)
+		}
+		return nil
+	case *pb.ClientMessage_UnwatchState:
+		if err := store.Unwatch(ss.st, r.UnwatchState.GetWatchId()); err != nil {
+			return errorMessage(id, err)
+		}
+		return resultMessage(&pb.StateStoreResult{RequestId: id, Result: &pb.StateStoreResult_Ok{Ok: &pb.StateStoreOk{}}})
+	case *pb.ClientMessage_WatchStateAck:
+		q := r.WatchStateAck
+		if err := store.Ack(ss.st, q.GetWatchId(), q.GetAppliedSequence()); err != nil {
+			return errorMessage(id, err)
+		}
+		return &pb.ServerMessage{Message: &pb.ServerMessage_AckResult{AckResult: &pb.StateWatchAckResult{
+			RequestId: id, WatchId: q.GetWatchId(), AppliedSequence: q.GetAppliedSequence()}}}
+	}
+	panic("dispatch: run called without a request") // start checked requestID
+}
+
+// sink turns the registry's messages for this session into ServerMessages
+// on the outbound queue, in the order the registry delivers them.
+type sink struct{ ss *session }
+
+// Deliver queues m. A snapshot answers its WatchState, which leaves flight.
+func (k sink) Deliver(m watch.Message) error {
+	switch m := m.(type) {
+	case *watch.Snapshot:
+		release := func() { k.ss.release(m.RequestID) }
+		err := k.ss.out.force(SnapshotMessage(m), release)
+		if err != nil {
+			release()
+		}
+		return err
+	case *watch.Update:
+		return k.ss.out.offer(UpdateMessage(m))
+	case *watch.Closed:
+		return k.ss.out.force(ClosedMessage(m), nil)
+	}
+	return fmt.Errorf("dispatch: unknown watch message %T", m)
+}

@@ -1,0 +1,186 @@
+package wstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/keeppeek/statestore/wire/framing"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+)
+
+// msgConn carries one protobuf message per binary WebSocket message: In is
+// what it receives, Out what it sends. The server side is
+// msgConn[*pb.ClientMessage, *pb.ServerMessage], a dispatch.Conn; the client
+// side is the reverse.
+type msgConn[In, Out proto.Message] struct {
+	c            *websocket.Conn
+	ctx          context.Context
+	writeTimeout time.Duration
+	maxBytes     int64
+	newIn        func() In
+
+	sendMu  sync.Mutex
+	sendErr error // the first failed Send
+}
+
+// failed returns the first Send error: the cause when a session ends
+// because its peer stopped reading.
+func (m *msgConn[In, Out]) failed() error {
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	return m.sendErr
+}
+
+func newConn(ctx context.Context, c *websocket.Conn, writeTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
+	return &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, writeTimeout: writeTimeout, maxBytes: maxBytes,
+		newIn: func() *pb.ClientMessage { return new(pb.ClientMessage) }}
+}
+
+// errTextMessage is the cause of the DecodeError a text message produces.
+var errTextMessage = errors.New("a text WebSocket message; the protocol uses binary messages only")
+
+// Recv reads the next message. A close by the peer (1000 or 1001) is
+// io.EOF; a message that is text or does not decode is a
+// *framing.DecodeError, after which the connection stays usable.
+func (m *msgConn[In, Out]) Recv() (In, error) {
+	var zero In
+	typ, data, err := m.c.Read(m.ctx)
+	if err != nil {
+		if errors.Is(err, websocket.ErrMessageTooBig) {
+			// Our own read limit: the library has already closed the
+			// connection with 1009.
+			return zero, &framing.FrameSizeError{Size: uint64(m.maxBytes) + 1, Max: int(m.maxBytes)}
+		}
+		switch websocket.CloseStatus(err) {
+		case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+			return zero, io.EOF
+		}
+		return zero, err
+	}
+	if typ != websocket.MessageBinary {
+		return zero, &framing.DecodeError{Size: len(data), Err: errTextMessage}
+	}
+	in := m.newIn()
+	if err := proto.Unmarshal(data, in); err != nil {
+		return zero, &framing.DecodeError{Size: len(data), Err: err}
+	}
+	return in, nil
+}
+
+// Send writes msg as one binary message within the write timeout. A missed
+// deadline closes the connection (the WebSocket library does so), which
+// ends the session.
+func (m *msgConn[In, Out]) Send(msg Out) error {
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, m.writeTimeout)
+	defer cancel()
+	if err := m.c.Write(ctx, websocket.MessageBinary, b); err != nil {
+		err = fmt.Errorf("wstransport: write of %d bytes (timeout %v): %w", len(b), m.writeTimeout, err)
+		m.sendMu.Lock()
+		if m.sendErr == nil {
+			m.sendErr = err
+		}
+		m.sendMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Close ends the connection with a closing handshake: 1001 (going away)
+// when the Handler was closed, 1000 otherwise. The handshake is bounded by
+// the WebSocket library's own timeouts, so a stalled peer cannot hold it;
+// after a failed write the connection is already gone and Close returns at
+// once.
+func (m *msgConn[In, Out]) Close() error {
+	if m.ctx.Err() != nil {
+		return m.c.Close(websocket.StatusGoingAway, "the server is shutting down")
+	}
+	return m.c.Close(websocket.StatusNormalClosure, "")
+}
+
+// ClientConn is the Go client end of a session: it sends ClientMessages and
+// receives ServerMessages, one per binary WebSocket message. Send and Recv
+// may be called from different goroutines.
+type ClientConn struct {
+	*msgConn[*pb.ServerMessage, *pb.ClientMessage]
+	cancel context.CancelFunc
+}
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	// Header is sent with the handshake (for example Authorization).
+	Header http.Header
+	// MaxMessageBytes bounds one server message (default 1 MiB, room for a
+	// 65,536-byte snapshot many times over).
+	MaxMessageBytes int64
+	// WriteTimeout bounds one Send (default DefaultWriteTimeout).
+	WriteTimeout time.Duration
+}
+
+// Dial opens a session at url (ws:// or wss://). ctx bounds the handshake
+// only; the connection lives until Close.
+func Dial(ctx context.Context, url string, opts DialOptions) (*ClientConn, error) {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 1 << 20
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: opts.Header})
+	if err != nil {
+		if resp != nil {
+			return nil, &DialError{URL: url, Status: resp.StatusCode, Err: err}
+		}
+		return nil, &DialError{URL: url, Err: err}
+	}
+	c.SetReadLimit(opts.MaxMessageBytes)
+	life, cancel := context.WithCancel(context.Background())
+	return &ClientConn{cancel: cancel, msgConn: &msgConn[*pb.ServerMessage, *pb.ClientMessage]{c: c, ctx: life,
+		writeTimeout: opts.WriteTimeout, maxBytes: opts.MaxMessageBytes,
+		newIn: func() *pb.ServerMessage { return new(pb.ServerMessage) }}}, nil
+}
+
+// Close ends the session with a normal closure, which removes its watches
+// on the server.
+func (c *ClientConn) Close() error {
+	err := c.c.Close(websocket.StatusNormalClosure, "")
+	c.cancel()
+	return err
+}
+
+// Abort drops the connection without a closing handshake, as a network
+// failure would.
+func (c *ClientConn) Abort() error {
+	c.cancel()
+	return c.c.CloseNow()
+}
+
+// DialError is a failed handshake; Status is the HTTP status when the
+// server answered (401 for refused credentials, 403 for a refused origin).
+type DialError struct {
+	URL    string
+	Status int
+	Err    error
+}
+
+// Error names the URL and the status.
+func (e *DialError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("wstransport: dial %s: HTTP %d: %v", e.URL, e.Status, e.Err)
+	}
+	return fmt.Sprintf("wstransport: dial %s: %v", e.URL, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *DialError) Unwrap() error { return e.Err }
