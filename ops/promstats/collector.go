@@ -1,7 +1,10 @@
 package promstats
 
 import (
+	"net/http"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/stats"
@@ -252,4 +255,13 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Handler serves src's metrics in the Prometheus text format (a registry
+// holding only New(src)), so a program can mount /metrics without
+// importing client_golang itself.
+func Handler(src Source) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(src))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

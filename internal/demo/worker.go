@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -20,18 +20,20 @@ import (
 // demoWorkerTTL is the demo transcoders' lease TTL, on a fake clock.
 const demoWorkerTTL = 10 * time.Second
 
-// demoWorker is scenario 4 against the simulated media server: a
+// Worker is scenario 4 against the simulated media server: a
 // coordinator writes a publication intent; two transcoder workers race for
 // its lease and one stays standby; the holder waits for the source's
 // capability, starts the publication and writes observed status; then it
 // stops renewing (a crash), its lease EXPIREs and the standby takes over.
 // It runs in its own store (dir/worker-demo) on a fake clock, so the lease
 // lapse costs no waiting and the printed sequence is always the same.
-func demoWorker(dir string, out io.Writer) error {
+func Worker(dir string, out io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reg, err := toolRegistry()
-	if err != nil {
+	// The workers' own schemas (lease and status documents), which
+	// kpjournal's tools register too, so they can verify this store.
+	reg := schema.NewRegistry()
+	if err := reconcile.RegisterSchemas(reg); err != nil {
 		return err
 	}
 	clk := clock.NewFake(time.UnixMilli(1_750_000_000_000))

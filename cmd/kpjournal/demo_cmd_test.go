@@ -6,34 +6,14 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestMetricsAddr(t *testing.T) {
-	cases := []struct {
-		in, want string
-		bad      bool
-	}{
-		{in: ":9464", want: "127.0.0.1:9464"},
-		{in: ":0", want: "127.0.0.1:0"},
-		{in: "127.0.0.1:9464", want: "127.0.0.1:9464"},
-		{in: "0.0.0.0:9464", want: "0.0.0.0:9464"},
-		{in: "[::1]:9464", want: "[::1]:9464"},
-		{in: "9464", bad: true},
-		{in: "", bad: true},
-	}
-	for _, c := range cases {
-		got, err := metricsAddr(c.in)
-		switch {
-		case c.bad && (err == nil || !strings.Contains(err.Error(), "--metrics-listen")):
-			t.Errorf("metricsAddr(%q) = %q, %v; want an error naming --metrics-listen", c.in, got, err)
-		case !c.bad && (err != nil || got != c.want):
-			t.Errorf("metricsAddr(%q) = %q, %v; want %q", c.in, got, err, c.want)
-		}
-	}
-}
+	"github.com/keeppeek/statestore/internal/demo"
+)
 
 func TestDemoMetricsListenRefusesBadAddr(t *testing.T) {
 	code, _, errs := kp(t, "demo", "--metrics-listen", "nonsense")
@@ -118,5 +98,27 @@ func TestDemoServesMetrics(t *testing.T) {
 	}
 	if code := <-exit; code != exitOK {
 		t.Fatalf("demo exit %d: %s", code, errb.String())
+	}
+}
+
+// TestDemoWorker: the transcoder part of the demo claims, waits for the
+// capability, publishes, writes status, and the standby takes over after
+// the holder's lease lapses, in that order.
+func TestDemoWorker(t *testing.T) {
+	var out bytes.Buffer
+	dir := t.TempDir()
+	if err := demo.Worker(dir, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	order := regexp.MustCompile(`(?s)worker-1: claimed.*worker-1: waiting.*source "front-door" has no session` +
+		`.*worker-2: standby.*held by transcoder-worker-1.*worker-1: bound.*status/transcoder-worker-1/\S+: active` +
+		`.*stops renewing.*worker-2: claimed.*worker-2: bound.*status/transcoder-worker-2/\S+: active`)
+	if !order.Match(out.Bytes()) {
+		t.Fatalf("demo output out of order:\n%s", out.String())
+	}
+	// The store the workers wrote (leases, observed status) verifies: the
+	// tools know the worker packages' schemas.
+	if code, stdout, stderr := kp(t, "verify", "--dir", filepath.Join(dir, "worker-demo")); code != exitOK {
+		t.Fatalf("verify of the worker store: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -7,30 +7,18 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/ops/promstats"
 	"github.com/keeppeek/statestore/schema"
 )
 
-// stopContext is the context --metrics-listen serves until: cancelled by
-// SIGINT or SIGTERM. A variable so a test can end the wait itself.
-var stopContext = func() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// metricsAddr resolves --metrics-listen: a bare ":PORT" listens on the
+// MetricsAddr resolves --metrics-listen: a bare ":PORT" listens on the
 // loopback interface only, so the demo never exposes a port to the network
 // unless the operator names a host.
-func metricsAddr(addr string) (string, error) {
+func MetricsAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("--metrics-listen %q: want HOST:PORT or :PORT: %w", addr, err)
@@ -41,9 +29,9 @@ func metricsAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// demoMetrics serves /metrics for whichever store the demo has open: the
+// Metrics serves /metrics for whichever store the demo has open: the
 // demo closes and reopens its store, and the collector follows it.
-type demoMetrics struct {
+type Metrics struct {
 	cur   atomic.Pointer[statestore.Store]
 	fail  atomic.Pointer[statestore.Stats] // set when an Open failed
 	srv   *http.Server
@@ -51,9 +39,9 @@ type demoMetrics struct {
 	serve chan error
 }
 
-// startMetrics listens on addr (see metricsAddr) and serves /metrics.
-func startMetrics(addr string) (*demoMetrics, error) {
-	addr, err := metricsAddr(addr)
+// StartMetrics listens on addr (see MetricsAddr) and serves /metrics.
+func StartMetrics(addr string) (*Metrics, error) {
+	addr, err := MetricsAddr(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -61,21 +49,19 @@ func startMetrics(addr string) (*demoMetrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
-	m := &demoMetrics{ln: ln, serve: make(chan error, 1)}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(promstats.New(m.stats))
+	m := &Metrics{ln: ln, serve: make(chan error, 1)}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promstats.Handler(m.stats))
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { m.serve <- m.srv.Serve(ln) }()
 	return m, nil
 }
 
 // URL is where the metrics are served.
-func (m *demoMetrics) URL() string { return "http://" + m.ln.Addr().String() + "/metrics" }
+func (m *Metrics) URL() string { return "http://" + m.ln.Addr().String() + "/metrics" }
 
-// opened points the collector at the outcome of an Open.
-func (m *demoMetrics) opened(s *statestore.Store, err error) {
+// Opened points the collector at the outcome of an Open.
+func (m *Metrics) Opened(s *statestore.Store, err error) {
 	if err != nil {
 		st := statestore.FailedOpenStats(err)
 		m.fail.Store(&st)
@@ -85,7 +71,7 @@ func (m *demoMetrics) opened(s *statestore.Store, err error) {
 	m.cur.Store(s)
 }
 
-func (m *demoMetrics) stats() statestore.Stats {
+func (m *Metrics) stats() statestore.Stats {
 	if st := m.fail.Load(); st != nil {
 		return *st
 	}
@@ -96,12 +82,12 @@ func (m *demoMetrics) stats() statestore.Stats {
 	return statestore.Stats{State: statestore.StateClosed}
 }
 
-// linger keeps serving until ctx ends, with the demo's last store open
+// Linger keeps serving until ctx ends, with the demo's last store open
 // and a worker renewing its lease in it every second (the specification's
 // compare-and-set renewal), so commit and fdatasync metrics keep moving on
 // a dashboard. The first renewal is done before the serving line is
 // printed.
-func (m *demoMetrics) linger(ctx context.Context, s *statestore.Store, out io.Writer) error {
+func (m *Metrics) Linger(ctx context.Context, s *statestore.Store, out io.Writer) error {
 	w := statestore.Principal{ID: "transcoder-worker-2", Admin: true}
 	renew := func() error {
 		x := statestore.CreateOnly
@@ -132,8 +118,8 @@ func (m *demoMetrics) linger(ctx context.Context, s *statestore.Store, out io.Wr
 	}
 }
 
-// stop shuts the server down.
-func (m *demoMetrics) stop() error {
+// Stop shuts the server down.
+func (m *Metrics) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := m.srv.Shutdown(ctx)
@@ -143,23 +129,24 @@ func (m *demoMetrics) stop() error {
 	return err
 }
 
-// demoHooks let --metrics-listen follow the demo's stores. The zero value
-// does nothing.
-type demoHooks struct {
-	opened func(*statestore.Store, error)
-	// done runs at the end of the demo while its last store is still open.
-	done func(*statestore.Store) error
+// Hooks let a caller (--metrics-listen) follow the demo's stores. The zero
+// value does nothing.
+type Hooks struct {
+	// Opened is told the outcome of every Open the demo makes.
+	Opened func(*statestore.Store, error)
+	// Done runs at the end of the demo while its last store is still open.
+	Done func(*statestore.Store) error
 }
 
-func (h demoHooks) onOpen(s *statestore.Store, err error) {
-	if h.opened != nil {
-		h.opened(s, err)
+func (h Hooks) onOpen(s *statestore.Store, err error) {
+	if h.Opened != nil {
+		h.Opened(s, err)
 	}
 }
 
-func (h demoHooks) onDone(s *statestore.Store) error {
-	if h.done != nil {
-		return h.done(s)
+func (h Hooks) onDone(s *statestore.Store) error {
+	if h.Done != nil {
+		return h.Done(s)
 	}
 	return nil
 }

@@ -1,11 +1,17 @@
-package main
+// Package demo is what `kpjournal demo` plays: the state store's main
+// behaviours on real stores (compare-and-set writers, a lease handover, a
+// watcher, the specification's sequence diagram over the wire protocol,
+// transcoder workers with a standby takeover, a restart and a backup
+// restored elsewhere), each step printed as it happens. It lives here, not
+// in the command, because it pulls in the worker kit and the wire
+// protocol, which the journal tools have no use for.
+package demo
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -15,71 +21,13 @@ import (
 
 const demoNS, demoKey = "service/transcoder-a", "intents/front-door-video"
 
-const demoAbout = `Runs the state store's main behaviours on a real store and prints each step. Two
-coordinators compare-and-set one intent key from the same revision: one wins, the other gets CONFLICT
-with the current revision, rereads and retries. A transcoder worker claims a lease create-only with a
-1 s TTL; a standby's claim conflicts, so it stays standby; the holder stops renewing, the lease lapses
-(an EXPIRE is journaled and the namespace revision advances) and the standby's claim succeeds. A
-coordinator watches two key prefixes and receives its snapshot, then each update with its
-watch_sequence, revision and kind (PUT, EXPIRE), acknowledging each as it applies it. The store is
-then closed, reopened and its journal replayed, and its entries are listed with revisions and owners.
-Last, a backup taken while the store serves is restored into a second directory and compared entry
-by entry. It takes a few seconds, most of them waiting for leases to lapse. Without --dir the store
-lives in a temporary directory removed afterwards; with --dir it stays there for the other commands
-to inspect, so DIR must not already hold a store. With --metrics-listen the store's Prometheus
-metrics are served at http://ADDR/metrics throughout, and at the end the demo keeps its last store
-open, a worker renewing its lease every second, until interrupted.`
-
-func runDemo(args []string, stdout, stderr io.Writer) int {
-	c := newCLI("demo", "[--dir DIR] [--metrics-listen ADDR]", demoAbout, []string{
-		"kpjournal demo",
-		"kpjournal demo --dir /tmp/kp-demo && kpjournal dump --dir /tmp/kp-demo",
-		"kpjournal demo --metrics-listen :9464",
-	}, stdout, stderr)
-	c.fs.StringVar(&c.dir, "dir", "", "directory to build the demo's store in, holding no store yet (default: a new temporary directory, removed afterwards)")
-	listen := c.fs.String("metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics during the demo and, after it, until interrupted; a bare :PORT listens on 127.0.0.1 only")
-	if code := c.parse(args); code >= 0 {
-		return code
-	}
-	if code := c.checkDir(false); code >= 0 {
-		return code
-	}
-	if _, err := os.Stat(c.root()); c.dir != "" && err == nil {
-		return c.fail(exitUsage, "%s already holds a store; the demo builds a new one, so it would fail part way. "+
-			"Give --dir a new directory, or leave --dir out to use a temporary one.", c.root())
-	}
-	d := c.dir
-	if d == "" {
-		tmp, err := os.MkdirTemp("", "kpjournal-demo-")
-		if err != nil {
-			return c.fail(exitUsage, "%v", err)
-		}
-		defer os.RemoveAll(tmp)
-		d = tmp
-	}
-	var hooks demoHooks
-	if *listen != "" {
-		m, err := startMetrics(*listen)
-		if err != nil {
-			return c.fail(exitUsage, "%v", err)
-		}
-		defer m.stop()
-		fmt.Fprintf(stdout, "metrics: %s\n", m.URL())
-		ctx, stop := stopContext()
-		defer stop()
-		hooks = demoHooks{opened: m.opened, done: func(s *statestore.Store) error { return m.linger(ctx, s, stdout) }}
-	}
-	if err := demo(d, stdout, hooks); err != nil {
-		return c.fail(exitUsage, "%v", err)
-	}
-	return exitOK
-}
-
 func intent(source string, priority int) []byte {
 	return fmt.Appendf(nil, `{"role":"publish","desired":true,"source_id":%q,"media_kind":"video","variant_id":"browser-h264-720p","priority":%d,"recording_mode":"disabled"}`, source, priority)
 }
 
-func demo(dir string, out io.Writer, hooks demoHooks) error {
+// Run plays the demo in dir (which must not hold a store yet), printing
+// each step to out; hooks let a caller follow the stores it opens.
+func Run(dir string, out io.Writer, hooks Hooks) error {
 	ctx := context.Background()
 	s, err := statestore.Open(statestore.Options{Dir: dir})
 	hooks.onOpen(s, err)
@@ -129,7 +77,7 @@ func demo(dir string, out io.Writer, hooks demoHooks) error {
 	if err := demoWire(dir, out); err != nil {
 		return err
 	}
-	if err := demoWorker(dir, out); err != nil {
+	if err := Worker(dir, out); err != nil {
 		return err
 	}
 	if err := s.Close(); err != nil {
