@@ -24,7 +24,7 @@ import (
 // Files Write creates, relative to its directory.
 const (
 	MarkdownFile   = "BENCHMARKS.md"
-	FigureDir      = "benchmarks"
+	FigureDir      = "bench/results"
 	LatencyFigure  = "serial_latency.svg"
 	ThroughputFile = "throughput.svg"
 	ResultsFile    = "results.json"
@@ -42,8 +42,8 @@ type Run struct {
 	Serial, Concurrent []string
 }
 
-// Write writes dir/BENCHMARKS.md, dir/benchmarks/serial_latency.svg,
-// dir/benchmarks/throughput.svg and dir/benchmarks/results.json for the
+// Write writes dir/BENCHMARKS.md, dir/bench/results/serial_latency.svg,
+// dir/bench/results/throughput.svg and dir/bench/results/results.json for the
 // results of run.
 func Write(dir string, run Run, results []harness.Result) error {
 	figs := filepath.Join(dir, FigureDir)

@@ -26,7 +26,7 @@
 //	--trace FILE         write an execution trace of the run to FILE (go tool
 //	                     trace): where a workload's goroutines wait and wake
 //	--report DIR         write DIR/BENCHMARKS.md with tables, targets, machine
-//	                     and versions, and DIR/benchmarks/*.svg figures; run
+//	                     and versions, and DIR/bench/results/*.svg figures; run
 //	                     from the repository root with --report . to
 //	                     regenerate the repository's BENCHMARKS.md
 package main
@@ -101,7 +101,7 @@ func run(args []string) error {
 	only := fs.StringSlice("only", nil, "run only these workloads (comma-separated names)")
 	list := fs.Bool("list", false, "print the workload names and exit")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
-	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/benchmarks/ (SVG figures, results.json) for this run")
+	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/bench/results/ (SVG figures, results.json) for this run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
