@@ -3,12 +3,16 @@ package statestore
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 )
@@ -61,168 +65,115 @@ const ckptLagCap = 8 << 20
 // keepCheckpoints is how many images stay on disk.
 const keepCheckpoints = 2
 
-// maxNamespaceRecords bounds the namespace counter records an image may
-// hold: emptied namespaces keep their counters, so this is larger than the
-// live-namespace quota.
-const maxNamespaceRecords = 1 << 20
+// checkpointer writes the store's checkpoint images and retires the
+// journal they cover.
+type checkpointer struct {
+	root    string // Dir/state-store, where the images live
+	jnl     *journal.Journal
+	home    *journalBackend
+	clock   clock.Clock
+	log     *slog.Logger
+	metrics *metrics
+	every   int64 // Options.CheckpointBytes
 
-func (s *Store) checkpointLimits() checkpoint.Limits { return s.checker().CheckpointLimits() }
-
-// CheckpointLimits are the checkpoint decoder bounds matching these limits.
-func (c *ReplayChecker) CheckpointLimits() checkpoint.Limits {
-	jl := c.JournalLimits()
-	return checkpoint.Limits{
-		MaxNamespaces: maxNamespaceRecords,
-		MaxEntries:    c.limits.MaxNamespaces * c.limits.MaxEntriesPerNamespace,
-		MaxTotalBytes: c.limits.MaxTotalBytes,
-		MaxNamespace:  jl.MaxNamespace, MaxKey: jl.MaxKey, MaxSchema: jl.MaxSchema,
-		MaxOwner: jl.MaxOwner, MaxDocument: jl.MaxDocument,
-	}
+	mu         sync.Mutex      // one image writer at a time
+	unloadable map[string]bool // images Open skipped as damaged; set by Open, read-only after
+	running    atomic.Bool     // a background checkpoint is in flight
+	stopping   atomic.Bool     // Close has begun: no background one starts again
+	// mark is the value journal Stats().Bytes had (or would have had)
+	// when no journal byte followed the newest checkpoint: Stats().Bytes -
+	// mark is the journal after the newest image. Stats() counts from
+	// this Open, so Open sets it negative by the frame bytes it replayed.
+	mark atomic.Int64
+	// lag is how many journal bytes were committed while the last
+	// background checkpoint ran: the write rate scaled by what one image
+	// costs, which spaces the next one.
+	lag atomic.Int64
+	wg  sync.WaitGroup
 }
 
-// CheckpointReport says which image Open started from.
-type CheckpointReport struct {
-	Path  string // "" when no image was used
-	Index uint64
-	// Skipped lists newer images that failed to load, with why.
-	Skipped []error
-}
-
-// NoCheckpointError is Open's refusal when every checkpoint image is
-// damaged and the journal no longer holds the records before JournalFirst:
-// those records exist only in the damaged images.
-type NoCheckpointError struct {
-	JournalFirst uint64
-	Skipped      []error // why each image failed, newest first
-}
-
-func (e *NoCheckpointError) Error() string {
-	return fmt.Sprintf("no checkpoint loads (%v) and the journal starts at index %d, so records 1..%d exist only in those images: "+
-		"restore a backup (kpjournal restore) into an empty directory; kpjournal verify shows each damaged image",
-		errors.Join(e.Skipped...), e.JournalFirst, e.JournalFirst-1)
-}
-
-// Unwrap returns the failures of the skipped images.
-func (e *NoCheckpointError) Unwrap() []error { return e.Skipped }
-
-// CheckpointFloor is the acknowledged floor that the checkpoint images in
-// root prove: the newest image's index, read from its name (a damaged
-// image still says that its records existed). Open and kpjournal judge a
-// damaged journal tail against it.
-func CheckpointFloor(root string) (journal.Floor, error) {
-	files, err := checkpoint.List(root)
-	if err != nil || len(files) == 0 {
-		return journal.Floor{}, err
-	}
-	newest := files[len(files)-1]
-	return journal.Floor{Index: newest.Index, Source: "checkpoint " + filepath.Base(newest.Path)}, nil
-}
-
-// checkJournalCovers refuses a checkpoint the journal cannot continue: the
-// journal (records first..last) must hold every record after the image's
-// index and must not end before it.
-func checkJournalCovers(first, last, ckptIndex uint64, ckptPath string) error {
-	if first > ckptIndex+1 {
-		return &journal.CorruptError{Index: ckptIndex + 1, Reason: fmt.Sprintf("checkpoint %s ends at index %d but the journal starts at %d: records %d..%d are missing", filepath.Base(ckptPath), ckptIndex, first, ckptIndex+1, first-1)}
-	}
-	if last < ckptIndex {
-		return &journal.CorruptError{Index: last + 1, Reason: fmt.Sprintf("checkpoint %s is at index %d but the journal ends at %d", filepath.Base(ckptPath), ckptIndex, last)}
-	}
-	return nil
-}
-
-// snapshot returns the published view with the journal index it reflects.
-func (s *Store) snapshot() (*materialize.View, uint64) {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	return s.view.Load(), s.index
-}
-
-// maybeCheckpoint starts a background checkpoint when the journal after the
-// newest image has grown enough and none is running. It is called only
-// while the store is open (at Open, after a published round, and from a
-// finishing background checkpoint), so Close's ckptWG.Wait covers it.
-func (s *Store) maybeCheckpoint() {
-	if s.opts.CheckpointBytes < 0 {
+// maybe starts a background checkpoint when the journal after the newest
+// image has grown enough and none is running. It is called only while the
+// store is open (at Open, after a published round, and from a finishing
+// background checkpoint), so quiesce's wait covers it.
+func (c *checkpointer) maybe() {
+	if c.every < 0 {
 		return
 	}
-	threshold := s.opts.CheckpointBytes
+	threshold := c.every
 	if threshold == 0 {
 		threshold = DefaultCheckpointBytes
 	}
-	_, live, _ := s.view.Load().Totals()
-	threshold = max(threshold, live/2, min(ckptLagFactor*s.ckptLag.Load(), ckptLagCap))
-	if int64(s.jnl.Stats().Bytes)-s.ckptMark.Load() < threshold {
+	_, live, _ := c.home.published().Totals()
+	threshold = max(threshold, live/2, min(ckptLagFactor*c.lag.Load(), ckptLagCap))
+	if c.journalAfterImage() < threshold {
 		return
 	}
-	if !s.ckptRunning.CompareAndSwap(false, true) {
+	if !c.running.CompareAndSwap(false, true) {
 		return
 	}
-	s.ckptWG.Add(1)
+	c.wg.Add(1)
 	go func() {
-		defer s.ckptWG.Done()
-		before := s.jnl.Stats().Bytes
-		err := s.writeCheckpoint()
-		s.ckptLag.Store(int64(s.jnl.Stats().Bytes - before))
-		s.ckptRunning.Store(false)
+		defer c.wg.Done()
+		before := c.jnl.Stats().Bytes
+		c.mu.Lock()
+		err := c.writeLocked()
+		c.mu.Unlock()
+		c.lag.Store(int64(c.jnl.Stats().Bytes - before))
+		c.running.Store(false)
 		if err != nil {
-			s.log.Error("state store: checkpoint failed", "err", err)
+			c.log.Error("state store: checkpoint failed", "err", err)
 			return
 		}
 		// Commits published while this one ran found it running and
 		// started none: look again, or a burst that ends during a
 		// checkpoint would leave its growth in the journal until the next
-		// write. (This goroutine's Done is still pending, so Close's Wait
-		// covers a checkpoint started here.)
-		select {
-		case <-s.pipe.quit:
-		default:
-			s.maybeCheckpoint()
+		// write. (This goroutine's Done is still pending, so quiesce's
+		// wait covers a checkpoint started here.)
+		if !c.stopping.Load() {
+			c.maybe()
 		}
 	}()
 }
 
-// Checkpoint writes a checkpoint of the current state now, removes images
-// beyond the newest two and truncates the journal up to the older one. Once
-// Close has begun it answers UNAVAILABLE and touches no file: another
-// handle may own the directory by then. Close waits for a Checkpoint
-// already under way before it releases the LOCK.
-func (s *Store) Checkpoint() error {
-	s.ckptMu.Lock()
-	defer s.ckptMu.Unlock()
-	if err := s.checkOpen(); err != nil {
+// journalAfterImage is the journal bytes after the newest image, which the
+// trigger compares with its threshold.
+func (c *checkpointer) journalAfterImage() int64 { return int64(c.jnl.Stats().Bytes) - c.mark.Load() }
+
+// now writes a checkpoint at once, unless closed reports that the store
+// has begun closing (checked under mu, which Close takes before it
+// releases the LOCK).
+func (c *checkpointer) now(closed func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := closed(); err != nil {
 		return err
 	}
-	return s.writeCheckpointLocked()
+	return c.writeLocked()
 }
 
-func (s *Store) writeCheckpoint() error {
-	s.ckptMu.Lock()
-	defer s.ckptMu.Unlock()
-	return s.writeCheckpointLocked()
-}
-
-func (s *Store) writeCheckpointLocked() (err error) {
+// writeLocked writes an image of the published state, then prunes. c.mu is held.
+func (c *checkpointer) writeLocked() (err error) {
 	start := time.Now()
-	mark := int64(s.jnl.Stats().Bytes)
-	v, idx := s.snapshot()
-	defer func() { s.metrics.checkpointed(idx, start, s.clock.Now(), err) }()
+	mark := int64(c.jnl.Stats().Bytes)
+	v, idx := c.home.snapshot()
+	defer func() { c.metrics.checkpointed(idx, start, c.clock.Now(), err) }()
 	name := checkpoint.Name(idx)
-	if _, err := checkpoint.WriteFile(filepath.Join(s.root, name), v, idx, s.clock.Now().UnixMilli()); err != nil {
+	if _, err := checkpoint.WriteFile(filepath.Join(c.root, name), v, idx, c.clock.Now().UnixMilli()); err != nil {
 		// The journal keeps every record (nothing is pruned), so the
 		// store goes on serving; the next checkpoint tries again.
 		return &Error{Code: Storage, Field: "checkpoint",
 			Message: fmt.Sprintf("checkpoint %s at journal index %d not written: %v", name, idx, err), Err: err}
 	}
-	s.ckptMark.Store(mark)
-	return s.pruneCheckpoints()
+	c.mark.Store(mark)
+	return c.pruneLocked()
 }
 
-// pruneCheckpoints keeps the newest two images and truncates the journal up
-// to the older of them: the journal must still be able to carry the older
+// pruneLocked keeps the newest two images and truncates the journal up to
+// the older of them: the journal must still be able to carry the older
 // image forward if the newer one turns out unreadable.
-func (s *Store) pruneCheckpoints() error {
-	all, err := checkpoint.List(s.root)
+func (c *checkpointer) pruneLocked() error {
+	all, err := checkpoint.List(c.root)
 	if err != nil {
 		return err
 	}
@@ -232,7 +183,7 @@ func (s *Store) pruneCheckpoints() error {
 	// is (kpjournal repair moves it aside) and is not counted.
 	var files []checkpoint.File
 	for _, f := range all {
-		if !s.unloadable[f.Path] {
+		if !c.unloadable[f.Path] {
 			files = append(files, f)
 		}
 	}
@@ -249,20 +200,51 @@ func (s *Store) pruneCheckpoints() error {
 	if len(files) < keepCheckpoints {
 		return nil
 	}
-	return s.jnl.Reclaim(files[0].Index + 1)
+	return c.jnl.Reclaim(files[0].Index + 1)
 }
 
-// Backup writes one file to w: a checkpoint image of the store at one
-// commit point, taken while the store keeps serving reads, writes and
-// watches. Restore or RestoreDir bring it back. A closed store answers
-// UNAVAILABLE.
-func (s *Store) Backup(w io.Writer) error {
-	if err := s.checkOpen(); err != nil {
-		return err
+// restore makes v the store's state, durably: an image of v at the
+// journal's current index, every other image removed and the journal
+// truncated behind it, then v published in place of the state. The caller
+// holds the pipeline's exclusive section.
+func (c *checkpointer) restore(v *materialize.View) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx := c.jnl.LastIndex()
+	path := filepath.Join(c.root, checkpoint.Name(idx))
+	if _, err := checkpoint.WriteFile(path, v, idx, c.clock.Now().UnixMilli()); err != nil {
+		return wrapErr(Storage, "checkpoint", err)
 	}
-	v, idx := s.snapshot()
-	if _, err := checkpoint.Encode(w, v, idx, s.clock.Now().UnixMilli()); err != nil {
-		return wrapErr(Storage, "backup", err)
+	// From here the restored image is the newest and wins at open;
+	// older images and the journal behind it only cost space.
+	files, err := checkpoint.List(c.root)
+	if err == nil {
+		for _, f := range files {
+			if f.Path != path {
+				err = errors.Join(err, os.Remove(f.Path))
+			}
+		}
+	}
+	if err == nil {
+		err = disk.SyncDir(c.root)
+	}
+	if err == nil {
+		err = c.jnl.TruncateFront(idx + 1)
+	}
+	c.mark.Store(int64(c.jnl.Stats().Bytes))
+	c.home.replace(v, idx)
+	if err != nil {
+		return &Error{Code: Storage, Field: "restore", Message: fmt.Sprintf("restored state is durable, cleanup failed: %v", err), Err: err}
 	}
 	return nil
+}
+
+// quiesce stops background checkpoints: it waits for those running (and
+// any they start), then holds mu until the returned release, so an
+// explicit checkpoint either finished before or refuses after.
+func (c *checkpointer) quiesce() (release func()) {
+	c.stopping.Store(true)
+	c.wg.Wait()
+	c.mu.Lock()
+	return c.mu.Unlock
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
@@ -168,7 +169,7 @@ func TestDamagedNewestCheckpointFallsBack(t *testing.T) {
 			}
 			_, err := statestore.Open(f.opts)
 			wantCode(t, err, statestore.Unavailable, "store")
-			var nce *statestore.NoCheckpointError
+			var nce *recovery.NoCheckpointError
 			if !errors.As(err, &nce) || nce.JournalFirst != first || len(nce.Skipped) != 2 {
 				t.Fatalf("want a *NoCheckpointError with the journal starting at %d and 2 images, got %v", first, err)
 			}

@@ -3,6 +3,9 @@ package statestore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/keeppeek/statestore/internal/rules"
+	"github.com/keeppeek/statestore/schema"
 )
 
 // Code is a result code of the state store, as the wire protocol's
@@ -118,4 +121,36 @@ func wrapErr(code Code, field string, err error) *Error {
 
 func newErr(code Code, field, format string, args ...any) *Error {
 	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// ruleErr is the store's answer to a broken identifier rule (package
+// rules): INVALID_ARGUMENT naming the rule's field, with its reason.
+func ruleErr(err error) error {
+	var re *rules.Error
+	if err == nil || !errors.As(err, &re) {
+		return err
+	}
+	code := InvalidArgument
+	if re.Schema {
+		code = SchemaInvalid
+	}
+	return &Error{Code: code, Field: re.Field, Message: re.Reason, Err: re}
+}
+
+// schemaErr turns a schema rejection into SCHEMA_INVALID. The JSON path
+// goes in Field alone: the message is the schema's reason and name, so the
+// formatted error says the path once.
+func schemaErr(err error) *Error {
+	var se *schema.Error
+	if !errors.As(err, &se) {
+		return wrapErr(SchemaInvalid, "document", err)
+	}
+	field, msg := se.Path, se.Reason
+	if field == "" {
+		field = "document"
+	}
+	if se.Schema != "" {
+		msg += " (schema " + se.Schema + ")"
+	}
+	return &Error{Code: SchemaInvalid, Field: field, Message: msg, Err: err}
 }

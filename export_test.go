@@ -13,7 +13,7 @@ func Queued(s *Store) int {
 
 // CheckpointLag is the journal bytes committed while s's last background
 // checkpoint ran, which spaces the next one.
-func CheckpointLag(s *Store) int64 { return s.ckptLag.Load() }
+func CheckpointLag(s *Store) int64 { return s.ckpt.lag.Load() }
 
 // CheckpointLagFactor is how many times CheckpointLag the next background
 // checkpoint waits for.
@@ -24,8 +24,8 @@ const CheckpointLagCap = ckptLagCap
 
 // WaitCheckpoints waits for s's background checkpoints, and any they
 // started, to finish.
-func WaitCheckpoints(s *Store) { s.ckptWG.Wait() }
+func WaitCheckpoints(s *Store) { s.ckpt.wg.Wait() }
 
 // JournalAfterImage is the journal bytes after s's newest checkpoint
 // image, which the checkpoint trigger compares with its threshold.
-func JournalAfterImage(s *Store) int64 { return int64(s.jnl.Stats().Bytes) - s.ckptMark.Load() }
+func JournalAfterImage(s *Store) int64 { return s.ckpt.journalAfterImage() }

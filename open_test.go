@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
@@ -61,7 +62,7 @@ func TestReplayRejects(t *testing.T) {
 				t.Fatalf("error %q does not say %q", err, tc.reason)
 			}
 			// The tools' loading is Open's: the same refusal.
-			_, lerr := statestore.LoadState(dir, 0, statestore.LoadOptions{Limits: tc.limits})
+			_, lerr := recovery.LoadState(dir, 0, recovery.LoadOptions{Limits: tc.limits})
 			var lce *journal.CorruptError
 			if !errors.As(lerr, &lce) || lce.Index != ce.Index || lce.Reason != ce.Reason {
 				t.Fatalf("LoadState: %v; Open: %v", lerr, err)

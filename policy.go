@@ -3,6 +3,8 @@ package statestore
 import (
 	"fmt"
 	"strings"
+
+	"github.com/keeppeek/statestore/quota"
 )
 
 // Principal is an authenticated identity, as the media server's session
@@ -52,7 +54,7 @@ const (
 )
 
 // authorize applies the namespace policy (the table in the package
-// documentation) to a namespace that has already passed checkNamespace.
+// documentation) to a namespace that has already passed rules.Namespace.
 func authorize(p Principal, namespace string, a access) error {
 	if !p.system && p.ID == "" {
 		return newErr(PermissionDenied, "principal", "unauthenticated principal may not %s namespace %q (%s)", a, namespace, ruleAuthenticated)
@@ -75,11 +77,31 @@ func authorize(p Principal, namespace string, a access) error {
 			refused = fmt.Sprintf(ruleUserOwner, owner)
 		}
 	default:
-		// checkNamespace admits no other class; fail closed regardless.
+		// rules.Namespace admits no other class; fail closed regardless.
 		refused = "rule: namespaces outside system/, service/, group/ and user/ are closed"
 	}
 	if refused != "" {
 		return newErr(PermissionDenied, "namespace", "principal %q may not %s namespace %q (%s)", p.ID, a, namespace, refused)
+	}
+	return nil
+}
+
+// MayRead reports whether the namespace policy lets p read and watch
+// namespace: an embedder listing Namespaces to a client shows only these.
+func (p Principal) MayRead(namespace string) bool {
+	return authorize(p, namespace, accessRead) == nil
+}
+
+// checkOwner refuses, before anything reaches the journal, a writing
+// principal whose ID cannot be an entry's owner: replay refuses a PUT
+// record without an owner or with one over quota.OwnerBytes, so admitting
+// it would acknowledge a write after which the store could not reopen.
+func checkOwner(id string) error {
+	if id == "" {
+		return newErr(PermissionDenied, "principal", "a write needs an authenticated principal with an ID (it becomes the entry's owner)")
+	}
+	if len(id) > quota.OwnerBytes {
+		return newErr(InvalidArgument, "principal", "principal ID of %d bytes exceeds the %d-byte owner limit", len(id), quota.OwnerBytes)
 	}
 	return nil
 }

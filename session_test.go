@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/watch"
-	"go.uber.org/goleak"
 )
 
 // chanSink delivers every message to a channel the test reads; fail, if

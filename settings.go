@@ -1,16 +1,16 @@
 package statestore
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/keeppeek/statestore/config/settings"
-	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/watch"
 )
 
 // Settings-backed namespaces: live configuration kept in
@@ -28,7 +28,7 @@ import (
 // settings view. Then, instead of the journal:
 //
 //	exclusive section (no journal batch is admitted or in flight, so the
-//	    quotas, which count both kinds together, see one exact state)
+//	    quotas, which count both homes together, see one exact state)
 //	  -> configuration lock (settingsBackend.mu)
 //	  -> admit against the settings view
 //	  -> config.toml rewritten atomically (temp, fsync, rename, dir fsync)
@@ -48,10 +48,14 @@ import (
 // Restore still closes settings watches with RESTORED, like every watch:
 // no watch carries on across a restore, whichever state it covered.
 
-// settingsBackend is the open config.toml and the entries it holds.
+// settingsBackend is the open config.toml and the entries it holds: the
+// home of the settings-backed namespaces.
 type settingsBackend struct {
 	declared map[string]bool // fixed at Open: read without locks
 	names    []string        // the declaration, as rendered back
+	adm      admission
+	pipe     *pipeline       // its exclusive sections stop journal commits
+	watches  *watch.Registry // nil until Open has finished
 
 	mu     sync.Mutex // the configuration lock
 	file   *settings.File
@@ -61,42 +65,24 @@ type settingsBackend struct {
 	view atomic.Pointer[materialize.View]
 }
 
-// isSettings reports whether namespace is settings-backed.
-func (s *Store) isSettings(namespace string) bool {
-	return s.settings != nil && s.settings.declared[namespace]
-}
-
-// SettingsNamespaces returns the settings-backed namespaces, sorted; none
-// without Options.Settings.
-func (s *Store) SettingsNamespaces() []string {
-	if s.settings == nil {
-		return nil
-	}
-	return append([]string(nil), s.settings.names...)
-}
-
-// openSettings opens Options.Settings, validates its section with the rules
-// of journal replay and checks the quotas over both kinds of namespace
-// together. The journal's state is loaded; nothing is served yet. On error
-// nothing is left held.
-func (s *Store) openSettings() error {
-	if s.opts.Settings == "" {
-		return nil
-	}
-	f, err := settings.Open(s.opts.Settings)
+// openSettings opens the config.toml at path, validates its section with
+// the rules of journal replay and checks the quotas over both homes
+// together (journal is the journal's replayed state). Nothing is served
+// yet. On error nothing is left held.
+func openSettings(path string, chk *recovery.Checker, journal *materialize.View) (*settingsBackend, error) {
+	f, err := settings.Open(path)
 	if err != nil {
-		return fmt.Errorf("settings %s: %w", s.opts.Settings, err)
+		return nil, fmt.Errorf("settings %s: %w", path, err)
 	}
-	sb, err := s.loadSettings(f)
+	sb, err := loadSettings(f, chk, journal)
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("settings %s: %w", s.opts.Settings, err)
+		return nil, fmt.Errorf("settings %s: %w", path, err)
 	}
-	s.settings = sb
-	return nil
+	return sb, nil
 }
 
-func (s *Store) loadSettings(f *settings.File) (*settingsBackend, error) {
+func loadSettings(f *settings.File, chk *recovery.Checker, jv *materialize.View) (*settingsBackend, error) {
 	raw, err := f.Read()
 	if err != nil {
 		return nil, err
@@ -105,17 +91,16 @@ func (s *Store) loadSettings(f *settings.File) (*settingsBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.checker().SettingsView(sec)
+	v, err := chk.SettingsView(sec)
 	if err != nil {
 		return nil, err
 	}
-	jv := s.view.Load()
 	for _, ns := range sec.Namespaces {
 		if n := jv.Namespace(ns); n.Revision != 0 {
 			return nil, fmt.Errorf("namespace %q is declared in [%s] but the journal holds its revision %d: a namespace is settings-backed or journal-backed, never both", ns, settings.SectionName, n.Revision)
 		}
 	}
-	if err := checkCombined(s.limits, jv, v); err != nil {
+	if err := checkCombined(chk.Limits(), jv, v); err != nil {
 		return nil, err
 	}
 	sb := &settingsBackend{declared: map[string]bool{}, names: slices.Sorted(slices.Values(sec.Namespaces)), file: f}
@@ -124,91 +109,6 @@ func (s *Store) loadSettings(f *settings.File) (*settingsBackend, error) {
 	}
 	sb.view.Store(v)
 	return sb, nil
-}
-
-// SettingsView builds the settings state of a parsed [state_store] section
-// with the checks a checkpoint image gets at load (identifiers, registered
-// schemas, owners, revisions within their namespace counters, duplicates,
-// bounds) plus a full validation of every document, as admission did.
-// Errors name the entry at fault (a *settings.EntryError).
-func (c *ReplayChecker) SettingsView(sec *settings.Section) (*materialize.View, error) {
-	declared := map[string]bool{}
-	for _, ns := range sec.Namespaces {
-		if err := checkNamespace(ns, c.limits.MaxNamespaceBytes); err != nil {
-			return nil, fmt.Errorf("[%s] namespaces: %w", settings.SectionName, err)
-		}
-		if declared[ns] {
-			return nil, fmt.Errorf("[%s] namespaces: %q is declared twice", settings.SectionName, ns)
-		}
-		declared[ns] = true
-	}
-	counters := map[string]materialize.Namespace{}
-	for ns, rev := range sec.Revisions {
-		if !declared[ns] {
-			return nil, fmt.Errorf("[%s.revisions]: namespace %q is not declared in namespaces", settings.SectionName, ns)
-		}
-		counters[ns] = materialize.Namespace{Revision: rev}
-	}
-	entries := make([]*materialize.Entry, len(sec.Entries))
-	seen := map[[2]string]int{}
-	for i, se := range sec.Entries {
-		fail := func(field string, err error) error {
-			return &settings.EntryError{Index: i, Namespace: se.Namespace, Key: se.Key, Field: field, Err: err}
-		}
-		if !declared[se.Namespace] {
-			return nil, fail("namespace", errors.New("not a declared settings namespace"))
-		}
-		if j, dup := seen[[2]string{se.Namespace, se.Key}]; dup {
-			return nil, fail("key", fmt.Errorf("the key of entries[%d] again", j))
-		}
-		seen[[2]string{se.Namespace, se.Key}] = i
-		rec := &journal.Record{Kind: journal.KindPut, Namespace: se.Namespace, Key: se.Key, Schema: se.Schema,
-			Owner: se.Owner, Revision: se.Revision, CreatedMs: se.CreatedMs, UpdatedMs: se.UpdatedMs, Document: se.Document}
-		// Metadata before the document, as replay does.
-		if err := c.CheckMetadata(rec); err != nil {
-			return nil, fail(errorField(err, "entry"), err)
-		}
-		if se.CreatedMs <= 0 || se.UpdatedMs < se.CreatedMs {
-			return nil, fail("updated_at_ms", fmt.Errorf("timestamps created %d, updated %d: want 0 < created <= updated", se.CreatedMs, se.UpdatedMs))
-		}
-		if err := c.limits.CheckDocument(len(se.Document)); err != nil {
-			return nil, fail("document", err)
-		}
-		if err := c.CheckDocument(rec); err != nil {
-			return nil, fail("document", err)
-		}
-		n := counters[se.Namespace]
-		n.Entries++
-		n.Bytes += int64(len(se.Document))
-		counters[se.Namespace] = n
-		entries[i] = &materialize.Entry{Namespace: se.Namespace, Key: se.Key, Schema: se.Schema, Owner: se.Owner,
-			Revision: se.Revision, CreatedMs: se.CreatedMs, UpdatedMs: se.UpdatedMs, Document: se.Document}
-	}
-	v, err := materialize.Restore(counters, entries)
-	if err == nil {
-		err = c.CheckView(v)
-	}
-	if err != nil {
-		var ae *materialize.ApplyError
-		if errors.As(err, &ae) {
-			for i, se := range sec.Entries {
-				if se.Namespace == ae.Namespace && se.Key == ae.Key {
-					return nil, &settings.EntryError{Index: i, Namespace: se.Namespace, Key: se.Key, Field: "revision", Err: err}
-				}
-			}
-		}
-		return nil, fmt.Errorf("[%s]: %w", settings.SectionName, err)
-	}
-	return v, nil
-}
-
-// errorField is the field an *Error names, or def.
-func errorField(err error, def string) string {
-	var e *Error
-	if errors.As(err, &e) && e.Field != "" {
-		return e.Field
-	}
-	return def
 }
 
 // checkCombined applies the store-wide bounds to the journal's and the
@@ -225,40 +125,26 @@ func checkCombined(l quota.Limits, a, b *materialize.View) error {
 	return nil
 }
 
-// otherUsage adds to u, the usage counted in the view that holds namespace,
-// the usage of the other kind of namespace, so the quotas count both kinds
-// together.
-func (s *Store) otherUsage(u quota.Usage, namespace string) quota.Usage {
-	if s.settings == nil {
-		return u
-	}
-	other := s.settings.view.Load()
-	if s.isSettings(namespace) {
-		other = s.view.Load()
-	}
-	_, bytes, nss := other.Totals()
-	u.TotalBytes += bytes
-	u.Namespaces += nss
-	return u
-}
+// holds reports whether namespace is settings-backed. A nil backend (no
+// Options.Settings) holds none.
+func (sb *settingsBackend) holds(namespace string) bool { return sb != nil && sb.declared[namespace] }
 
-// commitOp commits o through the backend of its namespace.
-func (s *Store) commitOp(o *op) (Entry, error) {
-	if !s.isSettings(o.ns) {
-		return s.submit(o)
-	}
+func (sb *settingsBackend) published() *materialize.View { return sb.view.Load() }
+
+// commit runs o's admission and the rewrite of config.toml in an exclusive
+// section of the journal pipeline, under the configuration lock.
+func (sb *settingsBackend) commit(o *op) (Entry, error) {
 	if o.ttl != 0 {
 		return Entry{}, newErr(TTLInvalid, "ttl", "namespace %q is settings-backed: live configuration takes no TTL", o.ns)
 	}
 	var res Entry
-	err := s.exclusive(func() error {
-		sb := s.settings
+	err := sb.pipe.exclusive(func() error {
 		sb.mu.Lock()
 		defer sb.mu.Unlock()
 		if sb.closed {
 			return newErr(Unavailable, "store", "the store is closed")
 		}
-		b := s.newBatch(sb.view.Load())
+		b := sb.adm.newBatch(sb.view.Load())
 		e, err := b.admit(o)
 		if err != nil {
 			return err
@@ -272,11 +158,21 @@ func (s *Store) commitOp(o *op) (Entry, error) {
 		}
 		// Durable: only now does anyone see it.
 		sb.view.Store(b.view)
-		s.watches.Publish(b.events())
+		sb.watches.Publish(b.events())
 		res = *e
 		return nil
 	})
 	return res, err
+}
+
+// atCommitPoint runs fn under the configuration lock, which every
+// settings commit holds until its updates are published. Settings entries
+// carry no lease, so fn never finds one lapsed.
+func (sb *settingsBackend) atCommitPoint(fn func(v *materialize.View) (bool, error)) error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	_, err := fn(sb.view.Load())
+	return err
 }
 
 // sectionOf renders the settings view back into its section.
@@ -294,33 +190,12 @@ func sectionOf(names []string, v *materialize.View) *settings.Section {
 	return sec
 }
 
-// readView returns the published view holding namespace.
-func (s *Store) readView(namespace string) *materialize.View {
-	if s.isSettings(namespace) {
-		return s.settings.view.Load()
-	}
-	return s.view.Load()
-}
-
-// watchSettings registers a watch on a settings namespace: snapshot and
-// registration under the configuration lock, which every settings commit
-// holds until its updates are published.
-func (s *Store) watchSettings(ss *Session, req WatchRequest) (WatchResult, error) {
-	sb := s.settings
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	v := sb.view.Load()
-	snap, _ := s.capture(v, req, 0) // settings entries never expire
-	return s.register(ss, req, v.Namespace(req.Namespace).Revision, snap)
-}
-
-// closeSettings waits for a settings commit in progress and releases the
-// configuration lock.
-func (s *Store) closeSettings() error {
-	if s.settings == nil {
+// close waits for a settings commit in progress and releases the
+// configuration lock. A nil backend has nothing to close.
+func (sb *settingsBackend) close() error {
+	if sb == nil {
 		return nil
 	}
-	sb := s.settings
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.closed {
@@ -330,30 +205,19 @@ func (s *Store) closeSettings() error {
 	return sb.file.Close()
 }
 
-// checkNoSettings refuses a runtime backup that holds a settings-backed
+// refuseBackup refuses a runtime backup that holds a settings-backed
 // namespace: those travel with the configuration, never with the runtime
 // store.
-func (s *Store) checkNoSettings(v *materialize.View) error {
-	if s.settings == nil {
+func (sb *settingsBackend) refuseBackup(v *materialize.View) error {
+	if sb == nil {
 		return nil
 	}
 	var err error
 	v.Namespaces(func(name string, _ materialize.Namespace) bool {
-		if s.isSettings(name) {
+		if sb.holds(name) {
 			err = fmt.Errorf("the backup holds namespace %q, which is settings-backed here: settings travel in config.toml, not in a runtime backup", name)
 		}
 		return err == nil
 	})
 	return err
-}
-
-// totals are the entries, value bytes and namespaces holding entries of
-// both kinds of namespace together.
-func (s *Store) totals() (entries int, bytes int64, namespaces int) {
-	entries, bytes, namespaces = s.view.Load().Totals()
-	if s.settings != nil {
-		e, b, n := s.settings.view.Load().Totals()
-		entries, bytes, namespaces = entries+e, bytes+b, namespaces+n
-	}
-	return entries, bytes, namespaces
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/internal/stats"
 	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/watch"
 )
 
@@ -21,6 +23,15 @@ import (
 // counters kept under locks elsewhere (journal, watch registry, view).
 // Package promstats exports a Stats as Prometheus metrics; this package
 // does not depend on any metrics library.
+
+// Histogram is a snapshot of one of the store's lock-free histograms:
+// bucket bounds, counts, sum and extremes.
+type Histogram = stats.Snapshot
+
+// ErrLocked is matched (errors.Is) by the cause of an Open that failed
+// because another process, or another Open in this one, holds the store's
+// LOCK file.
+var ErrLocked = disk.ErrLocked
 
 // OpenState says whether a store is serving.
 type OpenState int
@@ -85,15 +96,15 @@ type Stats struct {
 	// CommitLatency is nanoseconds from a write entering the commit
 	// pipeline (after the checks that need no state) to its reply, for
 	// committed writes.
-	CommitLatency stats.Snapshot
+	CommitLatency Histogram
 	// SyncLatency is nanoseconds per journal sync (one fdatasync, plus the
 	// directory fsync when a new segment file was opened), failed ones too.
-	SyncLatency stats.Snapshot
+	SyncLatency Histogram
 	// BatchOps is operations per group-commit batch (refused ones included:
 	// they were admitted against the batch).
-	BatchOps stats.Snapshot
+	BatchOps Histogram
 	// SyncRecords is journal records made durable per sync.
-	SyncRecords stats.Snapshot
+	SyncRecords Histogram
 	// WritesCommitted counts Put and Delete calls answered without error.
 	WritesCommitted uint64
 	// WritesRefused counts Put and Delete calls answered with an error, by
@@ -120,8 +131,8 @@ type Stats struct {
 	Watches watch.Stats
 	// SnapshotEntries and SnapshotBytes are the sizes of the watch
 	// snapshots served (entries, and estimated encoded bytes).
-	SnapshotEntries stats.Snapshot
-	SnapshotBytes   stats.Snapshot
+	SnapshotEntries Histogram
+	SnapshotBytes   Histogram
 
 	Quota       QuotaStats
 	Checkpoints CheckpointStats
@@ -151,7 +162,7 @@ type CheckpointStats struct {
 	LastIndex    uint64
 	LastTime     time.Time
 	LastDuration time.Duration
-	Duration     stats.Snapshot // nanoseconds per image, failed ones too
+	Duration     Histogram // nanoseconds per image, failed ones too
 }
 
 // Histogram bounds. Latencies span a page-cache write (tens of µs) to a
@@ -254,21 +265,26 @@ func (m *metrics) checkpointed(index uint64, start time.Time, end time.Time, err
 	m.ckptWritten.Add(1)
 }
 
-// Stats returns what the store has done since Open and its state now. It
-// takes a few locks briefly (the journal's, the watch registry's) and lists
-// the journal directory, so it suits a scrape every few seconds, not a hot
-// loop. It works on a closed store too.
-func (s *Store) Stats() Stats {
-	m := s.metrics
+// statsSources are the parts of a store Stats reads besides its metrics.
+type statsSources struct {
+	jnl     *journal.Journal
+	watches *watch.Registry
+	view    *materialize.View // the journal-backed namespaces, published
+	limits  quota.Limits
+	closed  bool
+}
+
+// collect assembles a Stats from m and src.
+func (m *metrics) collect(src statsSources) Stats {
 	st := Stats{
 		State:         StateOpen,
 		CommitLatency: m.commit.Snapshot(), SyncLatency: m.sync.Snapshot(),
 		BatchOps: m.batchOps.Snapshot(), SyncRecords: m.syncRecords.Snapshot(),
 		WritesCommitted: m.committed.Load(),
 		WritesRefused:   codeCounts(&m.writesRefused), WatchesRefused: codeCounts(&m.watchesRefused),
-		Journal:         s.jnl.Stats(),
-		JournalReserve:  s.jnl.Reserve(),
-		Watches:         s.watches.Stats(),
+		Journal:         src.jnl.Stats(),
+		JournalReserve:  src.jnl.Reserve(),
+		Watches:         src.watches.Stats(),
 		SnapshotEntries: m.snapEntries.Snapshot(), SnapshotBytes: m.snapBytes.Snapshot(),
 		Checkpoints: CheckpointStats{
 			Written: m.ckptWritten.Load(), Failed: m.ckptFailed.Load(), LastIndex: m.ckptIndex.Load(),
@@ -278,25 +294,23 @@ func (s *Store) Stats() Stats {
 	if ns := m.ckptUnixNano.Load(); ns != 0 {
 		st.Checkpoints.LastTime = time.Unix(0, ns)
 	}
-	s.pipe.mu.Lock()
-	if s.pipe.closed {
+	if src.closed {
 		st.State = StateClosed
 	}
-	s.pipe.mu.Unlock()
-	if segs, err := journal.ListSegments(s.jnl.Dir()); err == nil {
+	if segs, err := journal.ListSegments(src.jnl.Dir()); err == nil {
 		st.JournalSegments = len(segs)
 		for _, seg := range segs {
 			st.JournalDiskBytes += seg.Size
 		}
 	}
-	v := s.view.Load()
 	q := &st.Quota
-	q.Entries, q.Bytes, q.Namespaces = v.Totals()
-	v.Namespaces(func(_ string, n NamespaceInfo) bool {
+	q.Entries, q.Bytes, q.Namespaces = src.view.Totals()
+	src.view.Namespaces(func(_ string, n NamespaceInfo) bool {
 		q.FullestNamespaceEntries = max(q.FullestNamespaceEntries, n.Entries)
 		return true
 	})
-	q.MaxTotalBytes, q.MaxNamespaces, q.MaxEntriesPerNamespace = s.limits.MaxTotalBytes, s.limits.MaxNamespaces, s.limits.MaxEntriesPerNamespace
+	l := src.limits
+	q.MaxTotalBytes, q.MaxNamespaces, q.MaxEntriesPerNamespace = l.MaxTotalBytes, l.MaxNamespaces, l.MaxEntriesPerNamespace
 	return st
 }
 

@@ -3,16 +3,17 @@ package statestore
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"sync"
+	"slices"
+	"strings"
 	"sync/atomic"
-	"time"
 
+	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/recovery"
+	"github.com/keeppeek/statestore/internal/rules"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
@@ -20,64 +21,18 @@ import (
 	"github.com/keeppeek/statestore/watch"
 )
 
-// Entry is one complete state document with the metadata the store
-// assigned. Entries returned by the store are copies the caller may keep.
-type Entry = materialize.Entry
+// The facade: every method of Store, each checking what needs no state
+// (the store open, identifiers, policy, document rules) and handing the
+// rest to the layer that owns it: the namespace's home (backend.go,
+// settings.go) and the commit pipeline (commit.go) for mutations and
+// watches, the checkpointer (checkpoint.go) for images and restores.
 
-// StoreDirName is the directory, inside Options.Dir, that holds a store's
-// files: the journal, checkpoints, the quarantine and the LOCK file.
-const StoreDirName = "state-store"
-
-// Options configure Open.
-type Options struct {
-	// Dir is the media server's long-term storage directory; the store
-	// lives in Dir/state-store.
-	Dir string
-	// Limits bound the store; zero fields take the defaults of quota.Default.
-	Limits quota.Limits
-	// Clock is the time source for timestamps and leases; nil is the wall clock.
-	Clock clock.Clock
-	// Schemas validates documents; nil means schema.NewRegistry() (with
-	// keeppeek.media-intent.v1 built in).
-	Schemas *schema.Registry
-	// SegmentSize is the journal segment size; 0 means journal.DefaultSegmentSize.
-	SegmentSize int
-	// NoSync makes the journal skip fsync. It exists only so benchmarks can
-	// isolate the cost of everything but the disk; a store opened with it
-	// loses acknowledged writes on a crash.
-	NoSync bool
-	// NoPrewrite keeps the journal's tail segment append-only instead of
-	// pre-written with zeros ahead of the records (journal.Options
-	// NoPrewrite): for measuring what pre-writing gains, and for tests
-	// that count fdatasyncs.
-	NoPrewrite bool
-	// DirectSync never runs fdatasync through io_uring (journal.Options
-	// DirectSync): every sync holds its goroutine's processor in the
-	// system call. For kernels where io_uring is allowed but not wanted,
-	// and for measuring what parking gains.
-	DirectSync bool
-	// Logger receives reports such as a torn journal tail cut at open; nil
-	// discards them.
-	Logger *slog.Logger
-	// CheckpointBytes is how many journal bytes may follow the newest
-	// checkpoint before one is written in the background. The count is of
-	// the journal as it stands on disk, records replayed at Open included,
-	// so a store that restarts often still checkpoints (right after Open
-	// when it is already over). 0 means DefaultCheckpointBytes, negative
-	// disables automatic checkpoints. Under heavy writes the threshold is
-	// raised to sixteen times the journal bytes committed while the previous
-	// background checkpoint ran (see checkpoints.go).
-	CheckpointBytes int64
-	// Settings is the path of the media server's config.toml; its
-	// [state_store] section declares the settings-backed namespaces and
-	// holds their entries (see settings.go). "" means none.
-	Settings string
-	// ReserveBytes is the journal space held back so that deletes, lease
-	// expiries and the restart purge still commit on a full disk (see
-	// "Full disk" in the package documentation); 0 means
-	// journal.DefaultReserveBytes, negative keeps none.
-	ReserveBytes int64
-}
+// Capability is the server capability that advertises the state store's
+// generic commands (GetState, PutState, DeleteState, WatchState,
+// UnwatchState, WatchStateAck). It is advertised only while a store is
+// open: a client must never be offered durability the server cannot
+// deliver.
+const Capability = "keeppeek.state-store.v1"
 
 // Store is an open state store. All methods are safe for concurrent use.
 type Store struct {
@@ -85,225 +40,45 @@ type Store struct {
 	limits  quota.Limits
 	clock   clock.Clock
 	schemas *schema.Registry
+	chk     *recovery.Checker
 	log     *slog.Logger
 	root    string // Dir/state-store
 	lock    *disk.Lock
 	jnl     *journal.Journal
 
-	// view is the last published state: never mutated after publication,
-	// read without locks.
-	view atomic.Pointer[materialize.View]
-	// pubMu is the commit-order lock: held while a batch's view is
-	// published (and its watch updates queued), and by anything that must
-	// see the view and its journal index as one point in the commit order.
-	pubMu sync.Mutex
-	index uint64 // journal index the published view reflects (under pubMu)
-
-	watches  *watch.Registry
-	sessMu   sync.Mutex
-	sessions map[*Session]struct{}
-
-	ckptMu      sync.Mutex      // one checkpoint writer at a time
-	unloadable  map[string]bool // images Open skipped as damaged; set by Open, read-only after
-	ckptRunning atomic.Bool     // a background checkpoint is in flight
-	// ckptMark is the value journal Stats().Bytes had (or would have had)
-	// when no journal byte followed the newest checkpoint: Stats().Bytes -
-	// ckptMark is the journal after the newest image. Stats() counts from
-	// this Open, so Open sets it negative by the frame bytes it replayed.
-	ckptMark atomic.Int64
-	// ckptLag is how many journal bytes were committed while the last
-	// background checkpoint ran: the write rate scaled by what one image
-	// costs, which spaces the next one (checkpoints.go).
-	ckptLag atomic.Int64
-	ckptWG  sync.WaitGroup
-
 	// shut is set first thing in Close. Every public call checks it, so a
 	// closed store answers UNAVAILABLE and touches no file; Checkpoint
-	// checks it under ckptMu, which Close takes afterwards, so an explicit
-	// checkpoint either finished before Close released the LOCK or refuses.
+	// checks it under the checkpointer's lock, which Close takes
+	// afterwards, so an explicit checkpoint either finished before Close
+	// released the LOCK or refuses.
 	shut atomic.Bool
 
-	// pipe is the commit pipeline: its queue, stages and loops.
-	pipe pipeline
+	home     *journalBackend  // the journal-backed namespaces
+	settings *settingsBackend // nil without Options.Settings
+	pipe     *pipeline
+	ckpt     *checkpointer
+	leases   *expirer
+	watches  *watch.Registry
+	sessions sessionSet
 
 	openReport OpenReport
-	settings   *settingsBackend // nil without Options.Settings
 	metrics    *metrics
 }
 
-// OpenReport tells what Open had to do besides replaying.
-type OpenReport struct {
-	// TailCut is set when a torn final journal record was cut off.
-	TailCut *journal.TailCut
-	// Replayed is how many journal records were replayed.
-	Replayed int
-	// Expired is how many overdue leases were purged before serving.
-	Expired int
-	// Checkpoint says which image replay started from.
-	Checkpoint CheckpointReport
+// homeOf is the home of namespace.
+func (s *Store) homeOf(namespace string) backend {
+	if s.settings.holds(namespace) {
+		return s.settings
+	}
+	return s.home
 }
 
-// Open opens the store in opts.Dir/state-store, creating it if needed. It
-// takes the LOCK file, replays the journal with every check a write passes
-// at admission plus revision continuity, purges overdue leases (journaling
-// one EXPIRE each), and only then serves. Any failure is an *Error with code Unavailable wrapping
-// the cause (a *journal.CorruptError names the journal index and offset).
-func Open(opts Options) (*Store, error) {
-	if opts.Dir == "" {
-		return nil, newErr(InvalidArgument, "Dir", "the store directory must be set")
+// homes are the store's homes of namespaces.
+func (s *Store) homes() []backend {
+	if s.settings == nil {
+		return []backend{s.home}
 	}
-	limits, err := opts.Limits.WithDefaults()
-	if err != nil {
-		return nil, wrapErr(InvalidArgument, "Limits", err)
-	}
-	s := &Store{opts: opts, unloadable: map[string]bool{}, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
-		root: filepath.Join(opts.Dir, StoreDirName), metrics: newMetrics()}
-	s.pipe.init()
-	if s.clock == nil {
-		s.clock = clock.Real{}
-	}
-	if s.schemas == nil {
-		s.schemas = defaultRegistry()
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if err := s.open(); err != nil {
-		if s.jnl != nil {
-			s.jnl.Close()
-		}
-		s.closeSettings()
-		s.lock.Release()
-		return nil, &Error{Code: Unavailable, Field: "store", Message: fmt.Sprintf("open %s: %v", s.root, err), Err: err}
-	}
-	return s, nil
-}
-
-func (s *Store) journalLimits() journal.Limits { return s.checker().JournalLimits() }
-
-func (s *Store) open() error {
-	if err := os.MkdirAll(s.root, 0o755); err != nil {
-		return err
-	}
-	if err := disk.SyncDir(s.opts.Dir); err != nil {
-		return err
-	}
-	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
-	if err != nil {
-		return err
-	}
-	s.lock = lock
-	floor, err := CheckpointFloor(s.root)
-	if err != nil {
-		return err
-	}
-	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
-		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
-		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
-	})
-	if err != nil {
-		return err
-	}
-	s.jnl = jnl
-	if cut != nil {
-		s.openReport.TailCut = cut
-		s.log.Warn("state store: " + cut.String())
-	}
-	st, err := loadState(stateSource{root: s.root, journalDir: jnl.Dir(), first: jnl.FirstIndex(), last: jnl.LastIndex(),
-		chk: s.checker(), log: s.log})
-	if err != nil {
-		return err
-	}
-	view, backlog := st.View, st.FrameBytes // frame bytes after the image: the journal the next checkpoint retires
-	s.openReport.Checkpoint, s.openReport.Replayed = st.Checkpoint, st.Replayed
-	for _, path := range st.unloadable {
-		s.unloadable[path] = true
-	}
-	s.view.Store(view)
-	s.index = jnl.LastIndex()
-	// Purge overdue leases before anything is served, exactly as if they
-	// had lapsed while running.
-	if s.openReport.Expired, err = s.purgeOverdue(view); err != nil {
-		return err
-	}
-	if err := s.openSettings(); err != nil {
-		return err
-	}
-	// Everything replayed is served from here on: a later open must find it.
-	if err := jnl.MarkServed(); err != nil {
-		return err
-	}
-	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
-	s.sessions = map[*Session]struct{}{}
-	s.pipe.quit = make(chan struct{})
-	s.pipe.expiryDone = make(chan struct{})
-	s.pipe.loops.Add(1)
-	go s.helperLoop()
-	go s.expiry()
-	// The EXPIREs above are in Stats().Bytes already; what was replayed is
-	// not, yet it is journal the next checkpoint retires.
-	s.ckptMark.Store(-backlog)
-	s.maybeCheckpoint()
-	return nil
-}
-
-func (s *Store) checker() *ReplayChecker {
-	return &ReplayChecker{limits: s.limits, schemas: s.schemas}
-}
-
-// usage is what the quotas judge a write to namespace against on v; n is
-// the namespace's counters in v, which the caller has already looked up.
-func (s *Store) usage(v *materialize.View, namespace string, n materialize.Namespace) quota.Usage {
-	_, bytes, nss := v.Totals()
-	return s.otherUsage(quota.Usage{Namespaces: nss, NamespaceEntries: n.Entries, TotalBytes: bytes}, namespace)
-}
-
-func defaultRegistry() *schema.Registry { return schema.NewRegistry() }
-
-// onRestored is called, under the commit-order lock, when a restore
-// replaced the state: no watch may carry on across it.
-func (s *Store) onRestored() { s.watches.CloseAll(watch.Restored) }
-
-// OpenReport tells what Open did besides replaying.
-func (s *Store) OpenReport() OpenReport { return s.openReport }
-
-// Close stops accepting calls, lets every call already queued finish (a
-// Restore in progress, a checkpoint in progress, explicit or background,
-// included), and closes the journal and then the LOCK file. From the moment
-// Close begins, every method that can fail answers UNAVAILABLE and touches
-// no file; a second Close does too. The ones that cannot fail (Namespace,
-// Usage, Limits, JournalStats, OpenReport, SetPrincipal) answer from
-// memory and touch no file either.
-func (s *Store) Close() error {
-	s.shut.Store(true)
-	s.pipe.mu.Lock()
-	if s.pipe.closed {
-		s.pipe.mu.Unlock()
-		return s.errClosed()
-	}
-	s.pipe.closed = true
-	// A Restore holds the write stage off while it rewrites checkpoints and
-	// the journal's front: it must end before the journal closes.
-	for s.pipe.paused {
-		s.pipe.idle.Wait()
-	}
-	s.quietLocked(true)
-	s.pipe.stopping = true
-	s.pipe.helperWake.Signal()
-	s.pipe.mu.Unlock()
-	s.pipe.loops.Wait()
-	close(s.pipe.quit)
-	<-s.pipe.expiryDone
-	// Background checkpoints were started while the store was open; let
-	// them finish. Then wait out an explicit Checkpoint holding ckptMu and
-	// keep it until the files are closed: any that takes it later sees
-	// shut and refuses.
-	s.ckptWG.Wait()
-	s.ckptMu.Lock()
-	defer s.ckptMu.Unlock()
-	s.watches.Stop() // every watch gets STORE_CLOSED
-	err := s.jnl.Close()
-	return errors.Join(err, s.closeSettings(), s.lock.Release())
+	return []backend{s.home, s.settings}
 }
 
 // errClosed is the answer of every call on a store that is closed or closing.
@@ -319,6 +94,52 @@ func (s *Store) checkOpen() error {
 	return nil
 }
 
+// checkCall is what every call on a key checks first: the store open, the
+// context live, the identifiers valid and the policy satisfied.
+func (s *Store) checkCall(ctx context.Context, p Principal, namespace, key string, a access) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return wrapErr(Unavailable, "context", err)
+	}
+	if err := ruleErr(rules.Namespace(namespace, s.limits.MaxNamespaceBytes)); err != nil {
+		return err
+	}
+	if err := ruleErr(rules.Key(key, s.limits.MaxKeyBytes)); err != nil {
+		return err
+	}
+	return authorize(p, namespace, a)
+}
+
+// Close stops accepting calls, lets every call already queued finish (a
+// Restore in progress, a checkpoint in progress, explicit or background,
+// included), and closes the journal and then the LOCK file. From the moment
+// Close begins, every method that can fail answers UNAVAILABLE and touches
+// no file; a second Close does too. The ones that cannot fail (Namespace,
+// Usage, Limits, JournalStats, OpenReport, SetPrincipal) answer from
+// memory and touch no file either.
+func (s *Store) Close() error {
+	s.shut.Store(true)
+	// A Restore holds the write stage off while it rewrites checkpoints
+	// and the journal's front: close waits for it before the journal
+	// closes.
+	if !s.pipe.close() {
+		return s.errClosed()
+	}
+	s.leases.stop()
+	// Background checkpoints were started while the store was open; let
+	// them finish, then keep an explicit Checkpoint out until the files
+	// are closed: any that starts later sees shut and refuses.
+	defer s.ckpt.quiesce()()
+	s.watches.Stop() // every watch gets STORE_CLOSED
+	err := s.jnl.Close()
+	return errors.Join(err, s.settings.close(), s.lock.Release())
+}
+
+// OpenReport tells what Open did besides replaying.
+func (s *Store) OpenReport() OpenReport { return s.openReport }
+
 // JournalStats returns the journal's counters since Open: writes, the
 // fdatasyncs that acknowledged them, records and bytes.
 func (s *Store) JournalStats() journal.Stats { return s.jnl.Stats() }
@@ -326,37 +147,68 @@ func (s *Store) JournalStats() journal.Stats { return s.jnl.Stats() }
 // Limits returns the bounds in force.
 func (s *Store) Limits() quota.Limits { return s.limits }
 
-// NamespaceInfo is a namespace's counters.
-type NamespaceInfo = materialize.Namespace
+// Capabilities returns the capabilities the embedder should advertise for
+// this store: Capability while the store is open, none once it is closed.
+func (s *Store) Capabilities() []string {
+	if s.pipe.isClosed() {
+		return nil
+	}
+	return []string{Capability}
+}
+
+// SettingsNamespaces returns the settings-backed namespaces, sorted; none
+// without Options.Settings.
+func (s *Store) SettingsNamespaces() []string {
+	if s.settings == nil {
+		return nil
+	}
+	return slices.Clone(s.settings.names)
+}
 
 // Namespace returns the counters of a namespace: its revision (kept after
 // it empties), entries and value bytes. It is an operator view and does no
 // authorization.
 func (s *Store) Namespace(namespace string) NamespaceInfo {
-	return s.readView(namespace).Namespace(namespace)
+	return s.homeOf(namespace).published().Namespace(namespace)
+}
+
+// Namespaces lists every namespace the store has seen, settings-backed ones
+// included, in name order. A namespace that emptied stays listed with its
+// revision, which lives on (the revision never goes backwards). Like
+// Namespace it is an operator view and does no authorization: an embedder
+// serving it to a client filters it by the client's principal first.
+func (s *Store) Namespaces() []NamespaceListing {
+	var out []NamespaceListing
+	for _, h := range s.homes() {
+		h.published().Namespaces(func(name string, n materialize.Namespace) bool {
+			out = append(out, NamespaceListing{Name: name, NamespaceInfo: n})
+			return true
+		})
+	}
+	slices.SortFunc(out, func(a, b NamespaceListing) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Usage returns the store's entries, value bytes and namespaces holding
 // entries, settings-backed ones included (the quotas count both).
 func (s *Store) Usage() (entries int, bytes int64, namespaces int) {
-	return s.totals()
+	for _, h := range s.homes() {
+		e, b, n := h.published().Totals()
+		entries, bytes, namespaces = entries+e, bytes+b, namespaces+n
+	}
+	return entries, bytes, namespaces
 }
 
 // Get returns the complete current entry at (namespace, key). An entry
 // whose lease has lapsed reads as NOT_FOUND, and only after its EXPIRE is
 // committed.
 func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (Entry, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.checkCall(ctx, p, namespace, key, accessRead); err != nil {
 		return Entry{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Entry{}, wrapErr(Unavailable, "context", err)
-	}
-	if err := s.checkTarget(p, namespace, key, accessRead); err != nil {
-		return Entry{}, err
-	}
+	home := s.homeOf(namespace)
 	for {
-		e, ok := s.readView(namespace).Get(namespace, key)
+		e, ok := home.published().Get(namespace, key)
 		if !ok {
 			return Entry{}, newErr(NotFound, "key", "%q not found in namespace %q", key, namespace)
 		}
@@ -365,55 +217,10 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 		}
 		// Due but not yet expired by the pipeline: have it commit the
 		// EXPIRE first, so nobody observes an absence the journal lacks.
-		if _, err := s.submit(&op{kind: opExpire}); err != nil {
+		if err := s.home.expire(); err != nil {
 			return Entry{}, err
 		}
 	}
-}
-
-func copyEntry(e *Entry) Entry {
-	c := *e
-	c.Document = append([]byte(nil), e.Document...)
-	return c
-}
-
-func (s *Store) checkTarget(p Principal, namespace, key string, a access) error {
-	if err := checkNamespace(namespace, s.limits.MaxNamespaceBytes); err != nil {
-		return err
-	}
-	if err := checkKey(key, s.limits.MaxKeyBytes); err != nil {
-		return err
-	}
-	return authorize(p, namespace, a)
-}
-
-// Expect is a write's expected_revision: the zero value is a blind write
-// (absent), CreateOnly is 0, IfRevision(n) is n.
-type Expect struct {
-	set bool
-	rev uint64
-}
-
-// CreateOnly is expected_revision 0: the key must not exist.
-var CreateOnly = Expect{set: true}
-
-// IfRevision is expected_revision n: the key's revision must be n. n = 0 is
-// CreateOnly.
-func IfRevision(n uint64) Expect { return Expect{set: true, rev: n} }
-
-// Revision returns the expected revision and whether one is set.
-func (x Expect) Revision() (uint64, bool) { return x.rev, x.set }
-
-// PutRequest is a PutState.
-type PutRequest struct {
-	Namespace string
-	Key       string
-	Schema    string
-	Document  []byte // a JSON object valid against Schema
-	Expect    Expect
-	// TTL requests a lease: 0 means none; below the minimum (1 s) is
-	// TTL_INVALID; above the maximum (24 h) is clamped.
-	TTL time.Duration
 }
 
 // Put atomically replaces (or creates) the entry and returns it as
@@ -422,13 +229,7 @@ type PutRequest struct {
 // changed.
 func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, err error) {
 	defer func() { s.metrics.wrote(err) }()
-	if err := s.checkOpen(); err != nil {
-		return Entry{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return Entry{}, wrapErr(Unavailable, "context", err)
-	}
-	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
+	if err := s.checkCall(ctx, p, req.Namespace, req.Key, accessWrite); err != nil {
 		return Entry{}, err
 	}
 	if err := checkOwner(p.ID); err != nil {
@@ -444,50 +245,171 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, 
 	if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
 		return Entry{}, schemaErr(err)
 	}
-	owner := p.ID
-	o := &op{kind: opPut, owner: owner, ns: req.Namespace, key: req.Key, schema: req.Schema,
-		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl}
-	return s.commitOp(o)
-}
-
-// DeleteRequest is a DeleteState.
-type DeleteRequest struct {
-	Namespace string
-	Key       string
-	Expect    Expect
+	return s.homeOf(req.Namespace).commit(&op{kind: opPut, owner: p.ID, ns: req.Namespace, key: req.Key, schema: req.Schema,
+		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl})
 }
 
 // Delete removes the entry and returns the namespace revision the deletion
 // produced. A missing key is NOT_FOUND.
 func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (_ uint64, err error) {
 	defer func() { s.metrics.wrote(err) }()
-	if err := s.checkOpen(); err != nil {
+	if err := s.checkCall(ctx, p, req.Namespace, req.Key, accessWrite); err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, wrapErr(Unavailable, "context", err)
-	}
-	if err := s.checkTarget(p, req.Namespace, req.Key, accessWrite); err != nil {
-		return 0, err
-	}
-	e, err := s.commitOp(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
+	e, err := s.homeOf(req.Namespace).commit(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
 	return e.Revision, err
 }
 
-// schemaErr turns a schema rejection into SCHEMA_INVALID. The JSON path
-// goes in Field alone: the message is the schema's reason and name, so the
-// formatted error says the path once.
-func schemaErr(err error) *Error {
-	var se *schema.Error
-	if !errors.As(err, &se) {
-		return wrapErr(SchemaInvalid, "document", err)
+// OpenSession opens a session for p delivering through sink. Sink.Deliver
+// is called from one goroutine per session, in order.
+func (s *Store) OpenSession(p Principal, sink watch.Sink) (*Session, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
 	}
-	field, msg := se.Path, se.Reason
-	if field == "" {
-		field = "document"
+	if sink == nil {
+		return nil, newErr(InvalidArgument, "sink", "a session needs a sink")
 	}
-	if se.Schema != "" {
-		msg += " (schema " + se.Schema + ")"
+	ss := &Session{s: s, reg: s.watches.OpenSession(p.ID, sink), p: p}
+	s.sessions.add(ss)
+	return ss, nil
+}
+
+// Watch atomically registers a watch and captures every matching entry.
+// Leases already due are expired (journaled) first, so a snapshot never
+// holds an expired entry. A snapshot over the entry bound, or whose answer
+// (the whole encoded ServerMessage, see session.go) is over the byte
+// bound, is WATCH_TOO_BROAD and registers nothing.
+func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (res WatchResult, err error) {
+	defer func() { s.metrics.watched(err) }()
+	if err := s.checkOpen(); err != nil {
+		return WatchResult{}, err
 	}
-	return &Error{Code: SchemaInvalid, Field: field, Message: msg, Err: err}
+	if err := ctx.Err(); err != nil {
+		return WatchResult{}, wrapErr(Unavailable, "context", err)
+	}
+	for _, err := range []error{rules.WatchID(req.WatchID, s.limits.MaxKeyBytes),
+		rules.Namespace(req.Namespace, s.limits.MaxNamespaceBytes), rules.Prefix(req.KeyPrefix, s.limits.MaxKeyBytes)} {
+		if err != nil {
+			return WatchResult{}, ruleErr(err)
+		}
+	}
+	if err := authorize(ss.Principal(), req.Namespace, accessRead); err != nil {
+		return WatchResult{}, err
+	}
+	err = s.homeOf(req.Namespace).atCommitPoint(func(v *materialize.View) (bool, error) {
+		snap, due := capture(v, req, s.limits, s.clock.Now().UnixMilli())
+		if due {
+			return true, nil
+		}
+		var err error
+		res, err = ss.register(req, v.Namespace(req.Namespace).Revision, snap)
+		return false, err
+	})
+	return res, err
+}
+
+// Unwatch removes a watch (UnwatchState).
+func (s *Store) Unwatch(ss *Session, watchID string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.watches.Remove(ss.reg, watchID); err != nil {
+		return watchErr(err, watchID)
+	}
+	return nil
+}
+
+// Ack acknowledges the highest contiguously applied watch_sequence
+// (WatchStateAck), freeing buffer. A sequence never sent is
+// INVALID_ARGUMENT; an older one is harmless.
+func (s *Store) Ack(ss *Session, watchID string, applied uint64) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.watches.Ack(ss.reg, watchID, applied); err != nil {
+		return watchErr(err, watchID)
+	}
+	return nil
+}
+
+// SetPrincipal changes the principal of every session authenticated as id
+// (the embedder revoked admin rights, say) and closes, with
+// AUTHORIZATION_LOST, each of their watches the new principal may no
+// longer read. revoked = true removes all rights (the principal is gone).
+// It returns how many watches it closed. It cannot fail while the store is
+// open, so it keeps its one result: once Close has begun there is no watch
+// left to close (Close ended them all with STORE_CLOSED), and it changes
+// nothing and returns 0.
+func (s *Store) SetPrincipal(id string, p Principal, revoked bool) int {
+	if s.shut.Load() {
+		return 0
+	}
+	if revoked {
+		p = Principal{}
+	}
+	s.sessions.each(func(ss *Session) { ss.setPrincipal(id, p) })
+	return s.watches.CloseWhere(watch.AuthorizationLost, func(principalID, namespace string) bool {
+		return principalID == id && authorize(p, namespace, accessRead) != nil
+	})
+}
+
+// Checkpoint writes a checkpoint of the current state now, removes images
+// beyond the newest two and truncates the journal up to the older one. Once
+// Close has begun it answers UNAVAILABLE and touches no file: another
+// handle may own the directory by then. Close waits for a Checkpoint
+// already under way before it releases the LOCK.
+func (s *Store) Checkpoint() error { return s.ckpt.now(s.checkOpen) }
+
+// Backup writes one file to w: a checkpoint image of the store at one
+// commit point, taken while the store keeps serving reads, writes and
+// watches. Restore or RestoreDir bring it back. A closed store answers
+// UNAVAILABLE.
+func (s *Store) Backup(w io.Writer) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	v, idx := s.home.snapshot()
+	if _, err := checkpoint.Encode(w, v, idx, s.clock.Now().UnixMilli()); err != nil {
+		return wrapErr(Storage, "backup", err)
+	}
+	return nil
+}
+
+// Restore replaces the open store's state with a backup. The backup is
+// decoded and checked against every bound first; a bad one changes nothing.
+// Namespace revisions, entry revisions and counters come back together in
+// one step, durably (a checkpoint of the restored state at the journal's
+// current index, the journal truncated behind it), before any later call
+// sees them; every existing watch is closed with RESTORED. A closed store
+// answers UNAVAILABLE without reading r; a Close that begins during a
+// Restore waits for it, and the Restore then reports success, since the
+// restored state is durable and the next Open purges the leases that
+// lapsed since the backup.
+func (s *Store) Restore(r io.Reader) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	v, err := decodeBackup(s.chk, r, s.settings)
+	if err != nil {
+		return err
+	}
+	if err := s.pipe.exclusive(func() error { return s.ckpt.restore(v) }); err != nil {
+		return err
+	}
+	s.leases.poke()
+	// Leases that lapsed since the backup was taken expire now, journaled.
+	err = s.home.expire()
+	if CodeOf(err) == Unavailable && s.shut.Load() {
+		return nil
+	}
+	return err
+}
+
+// Stats returns what the store has done since Open and its state now. It
+// takes a few locks briefly (the journal's, the watch registry's) and lists
+// the journal directory, so it suits a scrape every few seconds, not a hot
+// loop. It works on a closed store too.
+func (s *Store) Stats() Stats {
+	return s.metrics.collect(statsSources{jnl: s.jnl, watches: s.watches, view: s.home.published(),
+		limits: s.limits, closed: s.pipe.isClosed()})
 }

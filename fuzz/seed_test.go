@@ -18,6 +18,7 @@ import (
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/fuzzcorpus"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
@@ -68,7 +69,7 @@ type realStore struct {
 	docs   map[string][]byte   // documents the store accepted, by name
 	lim    journal.Limits      // the store's journal decoder bounds
 	ckLim  checkpoint.Limits   // the store's checkpoint decoder bounds
-	check  *statestore.ReplayChecker
+	check  *recovery.Checker
 	byName map[string]int // segment index by file name
 }
 
@@ -174,7 +175,7 @@ func buildRealStore() (_ *realStore, err error) {
 	}
 
 	r := &realStore{docs: docs, byName: map[string]int{}}
-	r.check, err = statestore.NewReplayChecker(quota.Limits{}, nil)
+	r.check, err = recovery.NewChecker(quota.Limits{}, nil)
 	if err != nil {
 		return nil, err
 	}

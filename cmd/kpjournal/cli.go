@@ -8,13 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/worker/grouppref"
 	"github.com/keeppeek/statestore/worker/reconcile"
-	"github.com/spf13/pflag"
 )
 
 // cli is what every subcommand shares: its flag set, output streams and
@@ -29,7 +31,7 @@ type cli struct {
 	// reg and chk are built by parse from the bounds on the command line:
 	// every command that checks records or images uses these.
 	reg *schema.Registry
-	chk *statestore.ReplayChecker
+	chk *recovery.Checker
 }
 
 // newCLI builds a subcommand's flag set. usage is the synopsis line, about
@@ -91,7 +93,7 @@ func (c *cli) parse(args []string) int {
 		return c.usageError("%v", err)
 	}
 	c.reg = reg
-	chk, err := statestore.NewReplayChecker(c.limits, c.reg)
+	chk, err := recovery.NewChecker(c.limits, c.reg)
 	if err != nil {
 		return c.usageError("%v", err)
 	}

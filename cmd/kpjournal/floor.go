@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 )
 
@@ -13,7 +13,7 @@ import (
 // what Open judges a damaged tail against. A damaged marker is no evidence
 // (Open rewrites it) and comes back as markerErr for verify to report.
 func ackFloor(root, journalDir string) (floor journal.Floor, markerErr error, err error) {
-	fl, err := statestore.CheckpointFloor(root)
+	fl, err := recovery.CheckpointFloor(root)
 	if err != nil {
 		return journal.Floor{}, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/schema"
 )
@@ -196,7 +197,7 @@ func wantContains(t *testing.T, what, s string, subs ...string) {
 }
 
 // verifyChecked runs verify --json and holds its verdict to the store's
-// own loading (statestore.LoadState, what Open runs): a store in which
+// own loading (recovery.LoadState, what Open runs): a store in which
 // verify finds no corruption must load, to the state verify's replay ended
 // in. (Verify finds more than loading does: it validates every document.)
 func verifyChecked(t *testing.T, dir string, extra ...string) (int, verifyReport) {
@@ -211,7 +212,7 @@ func verifyChecked(t *testing.T, dir string, extra ...string) (int, verifyReport
 	if len(extra) > 0 {
 		return code, rep // bounds of their own; the defaults below would not match
 	}
-	st, err := statestore.LoadState(dir, 0, statestore.LoadOptions{})
+	st, err := recovery.LoadState(dir, 0, recovery.LoadOptions{})
 	if err != nil {
 		t.Fatalf("verify finds no corruption, but the state does not load: %v", err)
 	}

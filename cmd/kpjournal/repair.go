@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 )
 
@@ -175,7 +175,7 @@ func (r *repairer) cutTail() int {
 	}
 	// The images' names are evidence of acknowledged records even when
 	// their bodies are damaged: judge the tail with them still in place.
-	ckFloor, err := statestore.CheckpointFloor(c.root())
+	ckFloor, err := recovery.CheckpointFloor(c.root())
 	if err != nil {
 		return c.fail(exitUsage, "%v", err)
 	}

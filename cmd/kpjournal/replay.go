@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 
 	"github.com/keeppeek/statestore/materialize"
@@ -37,7 +37,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
-	st, err := statestore.LoadState(c.dir, *at, statestore.LoadOptions{Limits: c.limits, Schemas: c.reg})
+	st, err := recovery.LoadState(c.dir, *at, recovery.LoadOptions{Limits: c.limits, Schemas: c.reg})
 	if err != nil {
 		return c.fail(loadExit(err), "%v", err)
 	}
@@ -95,7 +95,7 @@ type replayDoc struct {
 	Rows       []entryRow  `json:"entry_list"`
 }
 
-func replayOutput(root string, st *statestore.State, only string) *replayDoc {
+func replayOutput(root string, st *recovery.State, only string) *replayDoc {
 	d := &replayDoc{Store: root, Index: st.Index, Replayed: st.Replayed, Namespaces: []nsRow{}, Rows: []entryRow{}}
 	if st.Checkpoint.Path != "" {
 		d.Checkpoint = some(filepath.Base(st.Checkpoint.Path))
@@ -150,12 +150,12 @@ func (d *replayDoc) print(w io.Writer) error {
 	return nil
 }
 
-// loadExit is the exit code for a failure of statestore.LoadState: damage
+// loadExit is the exit code for a failure of recovery.LoadState: damage
 // or a record that fails a check is a problem found (1); an index the
 // files cannot reach, or files that cannot be read, is a usage error (2).
 func loadExit(err error) int {
 	var ce *journal.CorruptError
-	var nc *statestore.NoCheckpointError
+	var nc *recovery.NoCheckpointError
 	if errors.As(err, &ce) || errors.As(err, &nc) {
 		return exitProblems
 	}

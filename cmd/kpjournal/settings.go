@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/config/settings"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/materialize"
 )
 
@@ -53,7 +53,7 @@ type settingsDoc struct {
 
 // loadSettings reads config.toml's [state_store] section and checks it as
 // Open does; entries and docs say what to list besides the namespaces.
-func loadSettings(path string, chk *statestore.ReplayChecker, entries, docs bool) (*settingsDoc, error) {
+func loadSettings(path string, chk *recovery.Checker, entries, docs bool) (*settingsDoc, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

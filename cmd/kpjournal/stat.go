@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-
-	"github.com/keeppeek/statestore"
 )
 
 const statAbout = `Summarizes a stopped store's files without changing anything: each journal segment (file
@@ -99,7 +98,7 @@ type statDoc struct {
 	Settings    *settingsDoc     `json:"settings,omitempty"` // with --config
 }
 
-func collectStat(c *cli, chk *statestore.ReplayChecker) (*statDoc, error) {
+func collectStat(c *cli, chk *recovery.Checker) (*statDoc, error) {
 	d := &statDoc{Store: c.root(), Segments: []statSegment{}, Checkpoints: []statCheckpoint{}, Problems: []problem{}}
 	ckpts, err := listCheckpoints(c.root())
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"slices"
 
-	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
@@ -32,9 +32,9 @@ type lease struct {
 // so that every such record is reported; one that breaks the transition
 // rule does not, and the replay stops there, as the store would refuse to
 // open there. (kpjournal replay builds the state itself, with
-// statestore.LoadState; verify's tests hold the two to the same verdict.)
+// recovery.LoadState; verify's tests hold the two to the same verdict.)
 type tally struct {
-	chk      *statestore.ReplayChecker
+	chk      *recovery.Checker
 	ns       map[string]*nsState
 	keys     map[string]*keyState // by compound(namespace, key): one lookup per record
 	metadata map[string]error     // CheckPutMetadata by compound(schema, owner)
@@ -66,7 +66,7 @@ type keyState struct {
 }
 
 // newTally starts from base (nil: the empty state).
-func newTally(chk *statestore.ReplayChecker, base *materialize.View) *tally {
+func newTally(chk *recovery.Checker, base *materialize.View) *tally {
 	t := &tally{chk: chk, ns: make(map[string]*nsState), keys: make(map[string]*keyState), metadata: make(map[string]error)}
 	if base == nil {
 		return t

@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 )
@@ -58,7 +58,7 @@ func (c *ckpt) note(err error) {
 }
 
 // load decodes the image as Open does (ReplayChecker.LoadImage).
-func (c *ckpt) load(chk *statestore.ReplayChecker) error {
+func (c *ckpt) load(chk *recovery.Checker) error {
 	if c.View != nil {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 )
@@ -99,7 +99,7 @@ type throughput struct {
 
 type verifier struct {
 	c       *cli
-	chk     *statestore.ReplayChecker
+	chk     *recovery.Checker
 	workers int
 	rep     verifyReport
 
@@ -369,7 +369,7 @@ type docChecker struct {
 	schemas map[string]string
 }
 
-func (d *docChecker) check(chk *statestore.ReplayChecker, s *segmentScan, it *item, f *journal.Frame) {
+func (d *docChecker) check(chk *recovery.Checker, s *segmentScan, it *item, f *journal.Frame) {
 	if f.Kind != journal.KindPut {
 		return
 	}

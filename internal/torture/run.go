@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 )
@@ -95,7 +97,7 @@ func Run(cfg Config) (*Report, error) {
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = time.Minute
 	}
-	chk, err := statestore.NewReplayChecker(quota.Limits{}, schema.NewRegistry())
+	chk, err := recovery.NewChecker(quota.Limits{}, schema.NewRegistry())
 	if err != nil {
 		return nil, err
 	}

@@ -1,42 +1,51 @@
-package statestore
+package recovery
 
 import (
 	"fmt"
+	"io"
 
+	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/internal/rules"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 )
 
-// ReplayChecker applies to stored data the checks that admission applied to
-// the writes that produced it. Open uses it on every replayed record and
+// Checker applies to stored data the checks that admission applied to the
+// writes that produced it. Open uses it on every replayed record and
 // loaded checkpoint; tools (kpjournal verify) use it to check a store's
 // files without opening the store.
-type ReplayChecker struct {
+type Checker struct {
 	limits  quota.Limits
 	schemas *schema.Registry
 }
 
-// NewReplayChecker returns a checker for the given bounds (zero fields take
+// NewChecker returns a checker for the given bounds (zero fields take
 // defaults) and schemas (nil: the built-in registry).
-func NewReplayChecker(limits quota.Limits, schemas *schema.Registry) (*ReplayChecker, error) {
+func NewChecker(limits quota.Limits, schemas *schema.Registry) (*Checker, error) {
 	l, err := limits.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if schemas == nil {
-		schemas = defaultRegistry()
+		schemas = schema.NewRegistry()
 	}
-	return &ReplayChecker{limits: l, schemas: schemas}, nil
+	return &Checker{limits: l, schemas: schemas}, nil
 }
+
+// Limits returns the bounds the checker applies, defaults filled in.
+func (c *Checker) Limits() quota.Limits { return c.limits }
+
+// Schemas returns the registry documents are checked against.
+func (c *Checker) Schemas() *schema.Registry { return c.schemas }
 
 // Check reports why rec cannot follow the state v (nil if it can):
 // identifiers, revision continuity, DELETE/EXPIRE of a missing key, a
 // registered schema and an owner on PUT, and every bound. Metadata only:
 // the document was validated at admission and is covered by the frame's
 // CRC; CheckDocument re-validates it in full.
-func (c *ReplayChecker) Check(v *materialize.View, rec *journal.Record) error {
+func (c *Checker) Check(v *materialize.View, rec *journal.Record) error {
 	if err := c.CheckMetadata(rec); err != nil {
 		return err
 	}
@@ -55,7 +64,7 @@ func (c *ReplayChecker) Check(v *materialize.View, rec *journal.Record) error {
 
 // CheckMetadata checks what a record says about itself, whatever state it
 // follows: its identifiers and, for a PUT, a registered schema and an owner.
-func (c *ReplayChecker) CheckMetadata(rec *journal.Record) error {
+func (c *Checker) CheckMetadata(rec *journal.Record) error {
 	if err := c.CheckNamespace(rec.Namespace); err != nil {
 		return err
 	}
@@ -70,35 +79,29 @@ func (c *ReplayChecker) CheckMetadata(rec *journal.Record) error {
 
 // CheckNamespace is the namespace rule writes pass at admission, within
 // these limits.
-func (c *ReplayChecker) CheckNamespace(namespace string) error {
-	return checkNamespace(namespace, c.limits.MaxNamespaceBytes)
+func (c *Checker) CheckNamespace(namespace string) error {
+	return rules.Namespace(namespace, c.limits.MaxNamespaceBytes)
 }
 
 // CheckKey is the key rule writes pass at admission, within these limits.
-func (c *ReplayChecker) CheckKey(key string) error { return checkKey(key, c.limits.MaxKeyBytes) }
+func (c *Checker) CheckKey(key string) error { return rules.Key(key, c.limits.MaxKeyBytes) }
 
 // CheckPutMetadata is what a PUT record must say of itself besides its
 // identifiers: a registered schema and an owner.
-func (c *ReplayChecker) CheckPutMetadata(schemaName, owner string) error {
-	if !c.schemas.Has(schemaName) {
-		return newErr(SchemaInvalid, "schema", "%q is not a registered schema", schemaName)
-	}
-	if owner == "" {
-		return newErr(InvalidArgument, "owner", "PUT record without an owner")
-	}
-	return nil
+func (c *Checker) CheckPutMetadata(schemaName, owner string) error {
+	return rules.PutMetadata(c.schemas.Has, schemaName, owner)
 }
 
 // CheckPut is the bounds rule of a PUT of docBytes at (namespace, key)
 // whose current entry, if exists, holds oldBytes, given the usage before
 // it: Check's last rule, for a tool that follows a journal without a view.
-func (c *ReplayChecker) CheckPut(u quota.Usage, namespace string, exists bool, oldBytes, docBytes int64) error {
+func (c *Checker) CheckPut(u quota.Usage, namespace string, exists bool, oldBytes, docBytes int64) error {
 	return c.limits.CheckPut(u, namespace, exists, oldBytes, docBytes)
 }
 
 // CheckDocument validates a PUT record's document against its schema, as
 // admission did.
-func (c *ReplayChecker) CheckDocument(rec *journal.Record) error {
+func (c *Checker) CheckDocument(rec *journal.Record) error {
 	if rec.Kind != journal.KindPut {
 		return nil
 	}
@@ -107,7 +110,7 @@ func (c *ReplayChecker) CheckDocument(rec *journal.Record) error {
 
 // CheckView applies the bounds and identifier rules to a whole loaded
 // image (a checkpoint or backup), which its decoder bounds only coarsely.
-func (c *ReplayChecker) CheckView(v *materialize.View) error {
+func (c *Checker) CheckView(v *materialize.View) error {
 	_, bytes, nss := v.Totals()
 	if nss > c.limits.MaxNamespaces {
 		return fmt.Errorf("image holds entries in %d namespaces, over the namespaces limit %d", nss, c.limits.MaxNamespaces)
@@ -121,15 +124,15 @@ func (c *ReplayChecker) CheckView(v *materialize.View) error {
 			err = fmt.Errorf("namespace %q holds %d entries, over the entries per namespace limit %d", name, n.Entries, c.limits.MaxEntriesPerNamespace)
 		}
 		if err == nil {
-			err = checkNamespace(name, c.limits.MaxNamespaceBytes)
+			err = rules.Namespace(name, c.limits.MaxNamespaceBytes)
 		}
 		return err == nil
 	})
 	if err != nil {
 		return err
 	}
-	v.All(func(e *Entry) bool {
-		if err = checkKey(e.Key, c.limits.MaxKeyBytes); err == nil && !c.schemas.Has(e.Schema) {
+	v.All(func(e *materialize.Entry) bool {
+		if err = rules.Key(e.Key, c.limits.MaxKeyBytes); err == nil && !c.schemas.Has(e.Schema) {
 			err = fmt.Errorf("entry %s/%s has the unregistered schema %q", e.Namespace, e.Key, e.Schema)
 		}
 		if err == nil && e.Owner == "" {
@@ -141,7 +144,52 @@ func (c *ReplayChecker) CheckView(v *materialize.View) error {
 }
 
 // JournalLimits are the record decoder bounds matching these limits.
-func (c *ReplayChecker) JournalLimits() journal.Limits {
+func (c *Checker) JournalLimits() journal.Limits {
 	return journal.Limits{MaxNamespace: c.limits.MaxNamespaceBytes, MaxKey: c.limits.MaxKeyBytes,
 		MaxSchema: quota.SchemaNameBytes, MaxOwner: quota.OwnerBytes, MaxDocument: c.limits.MaxDocumentBytes}
+}
+
+// maxNamespaceRecords bounds the namespace counter records an image may
+// hold: emptied namespaces keep their counters, so this is larger than the
+// live-namespace quota.
+const maxNamespaceRecords = 1 << 20
+
+// CheckpointLimits are the checkpoint decoder bounds matching these limits.
+func (c *Checker) CheckpointLimits() checkpoint.Limits {
+	jl := c.JournalLimits()
+	return checkpoint.Limits{
+		MaxNamespaces: maxNamespaceRecords,
+		MaxEntries:    c.limits.MaxNamespaces * c.limits.MaxEntriesPerNamespace,
+		MaxTotalBytes: c.limits.MaxTotalBytes,
+		MaxNamespace:  jl.MaxNamespace, MaxKey: jl.MaxKey, MaxSchema: jl.MaxSchema,
+		MaxOwner: jl.MaxOwner, MaxDocument: jl.MaxDocument,
+	}
+}
+
+// LoadImage decodes the checkpoint image f with the checks Open applies
+// to one: the decoder's bounds, the header's index against the file's
+// name, and every bound and identifier rule on the whole image.
+func (c *Checker) LoadImage(f checkpoint.File) (checkpoint.Header, *materialize.View, error) {
+	hdr, v, err := checkpoint.ReadFile(f.Path, c.CheckpointLimits())
+	if err == nil && hdr.Index != f.Index {
+		err = fmt.Errorf("checkpoint %s: header index %d disagrees with its name", f.Path, hdr.Index)
+	}
+	if err == nil {
+		err = c.CheckView(v)
+	}
+	if err != nil {
+		return checkpoint.Header{}, nil, err
+	}
+	return hdr, v, nil
+}
+
+// DecodeBackup reads a backup (a checkpoint image) from r with the checks
+// an image gets at Open: the decoder's bounds, then every bound and
+// identifier rule on the whole image.
+func (c *Checker) DecodeBackup(r io.Reader) (checkpoint.Header, *materialize.View, error) {
+	hdr, v, err := checkpoint.Decode(r, c.CheckpointLimits())
+	if err == nil {
+		err = c.CheckView(v)
+	}
+	return hdr, v, err
 }

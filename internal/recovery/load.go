@@ -1,4 +1,4 @@
-package statestore
+package recovery
 
 import (
 	"errors"
@@ -29,11 +29,17 @@ type State struct {
 	// (never set by Open, which has cut it before it loads the state).
 	TornTail *journal.TailCut
 
-	unloadable []string // paths of the images that did not load
+	// Unloadable lists the paths of the images that did not load: no
+	// fallback, so the store's pruning must not count them.
+	Unloadable []string
 }
 
+// StoreDirName is the directory, inside a store's Dir, that holds its
+// files: the journal, checkpoints, the quarantine and the LOCK file.
+const StoreDirName = "state-store"
+
 // LoadOptions are the bounds and schemas a store runs with; zero fields
-// take the defaults, as in [Options].
+// take the defaults, as in statestore.Options.
 type LoadOptions struct {
 	Limits  quota.Limits
 	Schemas *schema.Registry
@@ -65,43 +71,43 @@ var errPastAt = errors.New("past the index asked for")
 // *journal.CorruptError naming its index, segment and offset. An index
 // the files cannot reach is an *IndexRangeError.
 func LoadState(dir string, at uint64, opts LoadOptions) (*State, error) {
-	chk, err := NewReplayChecker(opts.Limits, opts.Schemas)
+	chk, err := NewChecker(opts.Limits, opts.Schemas)
 	if err != nil {
 		return nil, err
 	}
 	root := filepath.Join(dir, StoreDirName)
 	jdir := filepath.Join(root, "journal")
-	src := stateSource{root: root, journalDir: jdir, at: at, chk: chk, log: slog.New(slog.DiscardHandler)}
+	src := Source{Root: root, JournalDir: jdir, At: at, Checker: chk, Log: slog.New(slog.DiscardHandler)}
 	segs, err := journal.ListSegments(jdir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	src.first = 1
+	src.First = 1
 	if len(segs) > 0 {
-		src.first = segs[0].Start
-		if src.last, err = lastIndex(segs[len(segs)-1], chk.JournalLimits()); err != nil {
+		src.First = segs[0].Start
+		if src.Last, err = lastIndex(segs[len(segs)-1], chk.JournalLimits()); err != nil {
 			return nil, err
 		}
 	}
-	if at != 0 && at+1 < src.first {
-		return nil, &IndexRangeError{At: at, Reason: fmt.Sprintf("the journal starts at index %d and no checkpoint can be continued to an earlier index (the oldest record available is %d)", src.first, src.first)}
+	if at != 0 && at+1 < src.First {
+		return nil, &IndexRangeError{At: at, Reason: fmt.Sprintf("the journal starts at index %d and no checkpoint can be continued to an earlier index (the oldest record available is %d)", src.First, src.First)}
 	}
-	if src.floor, err = CheckpointFloor(root); err != nil {
+	if src.Floor, err = CheckpointFloor(root); err != nil {
 		return nil, err
 	}
 	if len(segs) == 0 {
-		src.journalDir = "" // nothing to replay
+		src.JournalDir = "" // nothing to replay
 	} else {
-		if src.floor, err = journal.LoadFloor(jdir, src.floor); err != nil {
+		if src.Floor, err = journal.LoadFloor(jdir, src.Floor); err != nil {
 			return nil, err
 		}
 		// Open's own check: records up to the floor were acknowledged.
-		if err := journal.CheckFloor(src.last, segs[len(segs)-1].Name(), src.floor); err != nil && at == 0 {
+		if err := journal.CheckFloor(src.Last, segs[len(segs)-1].Name(), src.Floor); err != nil && at == 0 {
 			return nil, err
 		}
-		src.judgeTail = true
+		src.JudgeTail = true
 	}
-	st, err := loadState(src)
+	st, err := Load(src)
 	if err != nil {
 		return nil, err
 	}
@@ -125,56 +131,56 @@ func lastIndex(seg journal.Segment, lim journal.Limits) (uint64, error) {
 	return next - 1, nil
 }
 
-// stateSource is what loadState reads: the files of one store, and what is
-// known of its journal.
-type stateSource struct {
-	root        string
-	journalDir  string // "": the journal holds no segment
-	first, last uint64 // the journal's first index and its last record
-	at          uint64 // 0: the end
-	chk         *ReplayChecker
-	log         *slog.Logger
-	// judgeTail: damage that ends the journal may be a torn tail, judged
-	// against floor (LoadState; Open has cut one already, so to it any
+// Source is what Load reads: the files of one store, and what is known of
+// its journal.
+type Source struct {
+	Root        string // the store's files: Dir/state-store
+	JournalDir  string // "": the journal holds no segment
+	First, Last uint64 // the journal's first index and its last record
+	At          uint64 // 0: the end
+	Checker     *Checker
+	Log         *slog.Logger
+	// JudgeTail: damage that ends the journal may be a torn tail, judged
+	// against Floor (LoadState; Open has cut one already, so to it any
 	// damage is corruption).
-	judgeTail bool
-	floor     journal.Floor
+	JudgeTail bool
+	Floor     journal.Floor
 }
 
-// loadState is the one way the state is rebuilt from files, for Open and
-// for LoadState.
-func loadState(src stateSource) (*State, error) {
+// Load is the one way the state is rebuilt from files, for Open and for
+// LoadState.
+func Load(src Source) (*State, error) {
 	st := &State{}
 	view, ckptIndex, err := src.loadCheckpoint(st)
 	if err != nil {
 		return nil, err
 	}
 	if st.Checkpoint.Path != "" {
-		err = checkJournalCovers(src.first, src.last, ckptIndex, st.Checkpoint.Path)
-	} else if src.first > 1 {
-		err = &journal.CorruptError{Index: src.first, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", src.first)}
+		err = checkJournalCovers(src.First, src.Last, ckptIndex, st.Checkpoint.Path)
+	} else if src.First > 1 {
+		err = &journal.CorruptError{Index: src.First, Reason: fmt.Sprintf("journal starts at index %d but no checkpoint covers indexes before it", src.First)}
 	}
 	if err != nil {
 		return nil, err
 	}
 	st.View, st.Index = view, ckptIndex
-	lim := src.chk.JournalLimits()
-	if src.journalDir == "" || src.at != 0 && ckptIndex >= src.at {
+	lim := src.Checker.JournalLimits()
+	if src.JournalDir == "" || src.At != 0 && ckptIndex >= src.At {
 		return st, nil
 	}
-	last := src.last
-	if src.judgeTail {
+	last := src.Last
+	if src.JudgeTail {
 		last = 0 // whatever the files hold; the tail is judged below
 	}
-	err = journal.ReplayDir(src.journalDir, ckptIndex+1, last, lim, func(idx uint64, rec *journal.Record) error {
-		if err := src.chk.Check(view, rec); err != nil {
+	err = journal.ReplayDir(src.JournalDir, ckptIndex+1, last, lim, func(idx uint64, rec *journal.Record) error {
+		if err := src.Checker.Check(view, rec); err != nil {
 			return err
 		}
 		_, err := view.Apply(rec)
 		st.Index = idx
 		st.Replayed++
 		st.FrameBytes += int64(rec.EncodedSize())
-		if err == nil && idx == src.at {
+		if err == nil && idx == src.At {
 			err = errPastAt // done: what follows, damage included, is not asked for
 		}
 		return err
@@ -183,7 +189,7 @@ func loadState(src stateSource) (*State, error) {
 		err = nil
 	}
 	var ce *journal.CorruptError
-	if src.judgeTail && errors.As(err, &ce) && ce.Err == nil {
+	if src.JudgeTail && errors.As(err, &ce) && ce.Err == nil {
 		if cut, terr := src.tornTail(ce); terr == nil {
 			st.TornTail, err = cut, nil
 		}
@@ -196,8 +202,8 @@ func loadState(src stateSource) (*State, error) {
 
 // tornTail reports whether the damage ce that ended a replay is a torn
 // final record, by the rule Open cuts one by (journal.JudgeTail).
-func (src stateSource) tornTail(ce *journal.CorruptError) (*journal.TailCut, error) {
-	segs, err := journal.ListSegments(src.journalDir)
+func (src Source) tornTail(ce *journal.CorruptError) (*journal.TailCut, error) {
+	segs, err := journal.ListSegments(src.JournalDir)
 	if err != nil || len(segs) == 0 || segs[len(segs)-1].Name() != ce.Segment {
 		return nil, errors.New("not in the last segment")
 	}
@@ -205,20 +211,20 @@ func (src stateSource) tornTail(ce *journal.CorruptError) (*journal.TailCut, err
 	if err != nil {
 		return nil, err
 	}
-	if err := journal.JudgeTail(ce.Segment, data, ce.Offset, ce.Index, src.floor, src.chk.JournalLimits()); err != nil {
+	if err := journal.JudgeTail(ce.Segment, data, ce.Offset, ce.Index, src.Floor, src.Checker.JournalLimits()); err != nil {
 		return nil, err
 	}
 	return &journal.TailCut{Segment: ce.Segment, Offset: ce.Offset, Index: ce.Index, Bytes: int64(len(data)) - ce.Offset, Reason: ce.Reason}, nil
 }
 
-// loadCheckpoint loads the newest image at or below src.at that loads,
+// loadCheckpoint loads the newest image at or below src.At that loads,
 // falling back to older ones. When none loads, the journal decides: if it
-// still holds every record from index 1 (src.first is 1), replay starts
+// still holds every record from index 1 (src.First is 1), replay starts
 // from the empty state and the skipped images are reported; otherwise the
-// records before src.first live only in the damaged images, and the load
+// records before src.First live only in the damaged images, and the load
 // is refused, saying so and how to get out.
-func (src stateSource) loadCheckpoint(st *State) (*materialize.View, uint64, error) {
-	files, err := checkpoint.List(src.root)
+func (src Source) loadCheckpoint(st *State) (*materialize.View, uint64, error) {
+	files, err := checkpoint.List(src.Root)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -226,43 +232,26 @@ func (src stateSource) loadCheckpoint(st *State) (*materialize.View, uint64, err
 	considered := 0
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
-		if src.at != 0 && f.Index > src.at {
+		if src.At != 0 && f.Index > src.At {
 			continue
 		}
 		considered++
-		_, v, err := src.chk.LoadImage(f)
+		_, v, err := src.Checker.LoadImage(f)
 		if err != nil {
 			rep.Skipped = append(rep.Skipped, err)
-			st.unloadable = append(st.unloadable, f.Path)
-			src.log.Warn("state store: skipping checkpoint", "path", f.Path, "err", err)
+			st.Unloadable = append(st.Unloadable, f.Path)
+			src.Log.Warn("state store: skipping checkpoint", "path", f.Path, "err", err)
 			continue
 		}
 		rep.Path, rep.Index = f.Path, f.Index
 		return v, f.Index, nil
 	}
-	if considered > 0 && src.first > 1 {
-		return nil, 0, &NoCheckpointError{JournalFirst: src.first, Skipped: rep.Skipped}
+	if considered > 0 && src.First > 1 {
+		return nil, 0, &NoCheckpointError{JournalFirst: src.First, Skipped: rep.Skipped}
 	}
 	if considered > 0 {
-		src.log.Warn("state store: no checkpoint loads; the journal holds every record from index 1, replaying it from the empty state",
+		src.Log.Warn("state store: no checkpoint loads; the journal holds every record from index 1, replaying it from the empty state",
 			"skipped", considered)
 	}
 	return materialize.New(), 0, nil
-}
-
-// LoadImage decodes the checkpoint image f with the checks Open applies
-// to one: the decoder's bounds, the header's index against the file's
-// name, and every bound and identifier rule on the whole image.
-func (c *ReplayChecker) LoadImage(f checkpoint.File) (checkpoint.Header, *materialize.View, error) {
-	hdr, v, err := checkpoint.ReadFile(f.Path, c.CheckpointLimits())
-	if err == nil && hdr.Index != f.Index {
-		err = fmt.Errorf("checkpoint %s: header index %d disagrees with its name", f.Path, hdr.Index)
-	}
-	if err == nil {
-		err = c.CheckView(v)
-	}
-	if err != nil {
-		return checkpoint.Header{}, nil, err
-	}
-	return hdr, v, nil
 }

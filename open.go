@@ -1,0 +1,200 @@
+package statestore
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/recovery"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/watch"
+)
+
+// Recovery: Open takes the LOCK, opens the journal (which cuts a torn
+// tail), rebuilds the state from the newest checkpoint that loads plus
+// the journal after it (package recovery, with every check a write passed
+// at admission), purges the leases that lapsed while the store was down,
+// opens the settings-backed namespaces, and only then serves.
+
+// Open opens the store in opts.Dir/state-store, creating it if needed. It
+// takes the LOCK file, replays the journal with every check a write passes
+// at admission plus revision continuity, purges overdue leases (journaling
+// one EXPIRE each), and only then serves. Any failure is an *Error with code Unavailable wrapping
+// the cause (a *journal.CorruptError names the journal index and offset).
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, newErr(InvalidArgument, "Dir", "the store directory must be set")
+	}
+	limits, err := opts.Limits.WithDefaults()
+	if err != nil {
+		return nil, wrapErr(InvalidArgument, "Limits", err)
+	}
+	s := &Store{opts: opts, limits: limits, clock: opts.Clock, schemas: opts.Schemas, log: opts.Logger,
+		root: filepath.Join(opts.Dir, StoreDirName), metrics: newMetrics()}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.schemas == nil {
+		s.schemas = schema.NewRegistry()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.chk, err = recovery.NewChecker(limits, s.schemas); err != nil {
+		return nil, wrapErr(InvalidArgument, "Limits", err)
+	}
+	if err := open(s); err != nil {
+		if s.jnl != nil {
+			s.jnl.Close()
+		}
+		s.settings.close()
+		s.lock.Release()
+		return nil, &Error{Code: Unavailable, Field: "store", Message: fmt.Sprintf("open %s: %v", s.root, err), Err: err}
+	}
+	return s, nil
+}
+
+// open fills s in from its files, in the order the package comment of this
+// file gives. On error, what it opened is in s for Open to release.
+func open(s *Store) error {
+	if err := os.MkdirAll(s.root, 0o755); err != nil {
+		return err
+	}
+	if err := disk.SyncDir(s.opts.Dir); err != nil {
+		return err
+	}
+	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	floor, err := recovery.CheckpointFloor(s.root)
+	if err != nil {
+		return err
+	}
+	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
+		SegmentSize: s.opts.SegmentSize, Limits: s.chk.JournalLimits(), NoSync: s.opts.NoSync,
+		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
+	})
+	if err != nil {
+		return err
+	}
+	s.jnl = jnl
+	if cut != nil {
+		s.openReport.TailCut = cut
+		s.log.Warn("state store: " + cut.String())
+	}
+	st, err := recovery.Load(recovery.Source{Root: s.root, JournalDir: jnl.Dir(), First: jnl.FirstIndex(), Last: jnl.LastIndex(),
+		Checker: s.chk, Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.openReport.Checkpoint, s.openReport.Replayed = st.Checkpoint, st.Replayed
+	assemble(s, st)
+	// Purge overdue leases before anything is served, exactly as if they
+	// had lapsed while running.
+	if s.openReport.Expired, err = purgeOverdue(s.pipe, admissionOf(s, nil), jnl, st.View); err != nil {
+		return err
+	}
+	if s.opts.Settings != "" {
+		if s.settings, err = openSettings(s.opts.Settings, s.chk, s.home.published()); err != nil {
+			return err
+		}
+		s.settings.adm = *admissionOf(s, s.home)
+		s.settings.pipe = s.pipe
+	}
+	// Everything replayed is served from here on: a later open must find it.
+	if err := jnl.MarkServed(); err != nil {
+		return err
+	}
+	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
+	s.home.watches = s.watches
+	if s.settings != nil {
+		s.settings.watches = s.watches
+	}
+	s.pipe.start()
+	go s.leases.run()
+	// The EXPIREs above are in Stats().Bytes already; what was replayed is
+	// not, yet it is journal the next checkpoint retires.
+	s.ckpt.mark.Store(-st.FrameBytes)
+	s.ckpt.maybe()
+	return nil
+}
+
+// assemble builds the store's layers on the state st that recovery rebuilt:
+// the journal's home publishing st.View, the pipeline committing to the
+// journal on top of it, the checkpointer and the expiry loop.
+func assemble(s *Store, st *recovery.State) {
+	s.home = &journalBackend{index: s.jnl.LastIndex()}
+	s.home.view.Store(st.View)
+	s.ckpt = &checkpointer{root: s.root, jnl: s.jnl, home: s.home, clock: s.clock, log: s.log, metrics: s.metrics,
+		every: s.opts.CheckpointBytes, unloadable: map[string]bool{}}
+	for _, path := range st.Unloadable {
+		s.ckpt.unloadable[path] = true
+	}
+	s.leases = newExpirer(s.clock, s.home.published, s.home.expire)
+	adm := admissionOf(s, nil)
+	adm.reserve = s.jnl.CheckReserve
+	s.pipe = newPipeline(commitEnv{
+		log:       journalLog{s.jnl},
+		admit:     adm.admitAll,
+		publish:   s.home.publish,
+		published: s.home.snapshot,
+		afterRound: func(published, leases bool) {
+			if published {
+				s.ckpt.maybe()
+			}
+			if leases {
+				s.leases.poke()
+			}
+		},
+		closed:  s.errClosed,
+		metrics: s.metrics,
+	})
+	s.home.pipe = s.pipe
+}
+
+// admissionOf is the admission of the namespaces whose other homes are
+// others (nil: the settings-backed ones, once opened, are the journal's
+// other home).
+func admissionOf(s *Store, others backend) *admission {
+	a := &admission{limits: s.limits, clock: s.clock}
+	if others != nil {
+		a.others = func() quota.Usage { return usageOf(others) }
+	} else {
+		a.others = func() quota.Usage {
+			if s.settings == nil {
+				return quota.Usage{}
+			}
+			return usageOf(s.settings)
+		}
+	}
+	return a
+}
+
+// purgeOverdue commits one EXPIRE per lease of view that is due now, for
+// Open, and returns how many. If the disk is full, the failed write makes
+// the journal give up its reserve; the EXPIREs then fit in the space it
+// held, so they are tried once more: a store whose leases lapsed while the
+// disk was full still opens.
+func purgeOverdue(p *pipeline, adm *admission, jnl *journal.Journal, view *materialize.View) (int, error) {
+	releases := jnl.Reserve().Releases
+	for {
+		b := adm.newBatch(view)
+		n, err := b.expireDue(b.now)
+		if err != nil {
+			return 0, err
+		}
+		err = p.commitAlone(b)
+		if err == nil || !journal.IsNoSpace(err) || jnl.Reserve().Releases == releases {
+			return n, err
+		}
+		releases = jnl.Reserve().Releases
+	}
+}
