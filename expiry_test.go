@@ -81,50 +81,6 @@ func TestLeasePattern(t *testing.T) {
 	wantCode(t, err, statestore.Conflict, "expected_revision")
 }
 
-func TestTTLBoundaries(t *testing.T) {
-	tests := []struct {
-		name     string
-		ttl      time.Duration
-		code     statestore.Code
-		expireIn time.Duration
-	}{
-		{"999 ms rejected", 999 * time.Millisecond, statestore.TTLInvalid, 0},
-		{"negative rejected", -time.Second, statestore.TTLInvalid, 0},
-		{"1 s accepted", time.Second, statestore.OK, time.Second},
-		{"24 h accepted", 24 * time.Hour, statestore.OK, 24 * time.Hour},
-		{"24 h + 1 ms clamped", 24*time.Hour + time.Millisecond, statestore.OK, 24 * time.Hour},
-		{"a week clamped", 7 * 24 * time.Hour, statestore.OK, 24 * time.Hour},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			e, err := f.lease(alice, "user/alice", "k", statestore.Expect{}, tc.ttl)
-			if tc.code != statestore.OK {
-				wantCode(t, err, tc.code, "ttl")
-				if f.s.Namespace("user/alice").Revision != 0 {
-					t.Fatal("rejected TTL wrote something")
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := t0.Add(tc.expireIn).UnixMilli(); e.ExpiresMs != want {
-				t.Fatalf("expires_at_ms %d, want %d", e.ExpiresMs, want)
-			}
-			// One millisecond before the deadline the entry reads; at
-			// exactly the deadline it is gone (expiry is inclusive).
-			f.clock.Set(time.UnixMilli(e.ExpiresMs - 1))
-			if _, err := f.s.Get(ctx, alice, "user/alice", "k"); err != nil {
-				t.Fatalf("1 ms before the deadline: %v", err)
-			}
-			f.clock.Set(time.UnixMilli(e.ExpiresMs))
-			_, err = f.s.Get(ctx, alice, "user/alice", "k")
-			wantCode(t, err, statestore.NotFound, "key")
-		})
-	}
-}
-
 // TestExpiredKeyObservedOnlyAfterExpire: a create-only put or a
 // compare-and-set arriving after the deadline sees the key as gone, and the
 // EXPIRE is committed before the write that observed the absence.

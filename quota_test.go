@@ -98,24 +98,6 @@ func TestQuotaWorkload(t *testing.T) {
 	}
 }
 
-func TestQuotaEntriesPerNamespace(t *testing.T) {
-	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxEntriesPerNamespace = 5 })
-	for i := 0; i < 5; i++ {
-		f.mustPut(alice, "user/alice", fmt.Sprintf("k%d", i), docN(i))
-	}
-	_, err := f.put(alice, "user/alice", "k5", docN(5), statestore.Expect{})
-	se := wantCode(t, err, statestore.QuotaExceeded, quota.BoundEntriesPerNamespace)
-	if !strings.Contains(se.Error(), "limit 5") || !strings.Contains(se.Error(), "user/alice") {
-		t.Fatalf("message %q does not name the bound, value and namespace", se)
-	}
-	// Replacing an existing key adds no entry; another namespace is unaffected.
-	f.mustPut(alice, "user/alice", "k0", docN(9))
-	f.mustPut(bob, "user/bob", "k0", docN(9))
-	if n := f.s.Namespace("user/alice").Entries; n != 5 {
-		t.Fatalf("%d entries, want 5", n)
-	}
-}
-
 func TestQuotaEntriesPerNamespaceDefault(t *testing.T) {
 	f := newFixture(t, func(o *statestore.Options) { o.NoSync = true })
 	var wg sync.WaitGroup

@@ -164,24 +164,6 @@ func TestSettingsPutCASDeleteGet(t *testing.T) {
 	}
 }
 
-func TestSettingsTTLRejected(t *testing.T) {
-	f := newSettingsFixture(t)
-	f.mustPut(admin, setNS, "k", docN(1))
-	before := f.read()
-	for _, ttl := range []time.Duration{time.Millisecond, time.Second, time.Hour, 48 * time.Hour} {
-		t.Run(ttl.String(), func(t *testing.T) {
-			_, err := f.s.Put(ctx, admin, statestore.PutRequest{Namespace: setNS, Key: "k", Schema: schema.MediaIntentV1, Document: docN(2), TTL: ttl})
-			wantCode(t, err, statestore.TTLInvalid, "ttl")
-			if !bytes.Equal(f.read(), before) {
-				t.Fatal("a rejected write changed config.toml")
-			}
-			if e, _ := f.s.Get(ctx, admin, setNS, "k"); e.Revision != 1 {
-				t.Fatalf("a rejected write changed the entry: %+v", e)
-			}
-		})
-	}
-}
-
 func TestSettingsWatchNoExpire(t *testing.T) {
 	f := newSettingsFixture(t)
 	f.mustPut(admin, setNS, "a", docN(1))
@@ -226,19 +208,6 @@ func TestSettingsWatchNoExpire(t *testing.T) {
 	wantCode(t, err, statestore.PermissionDenied, "namespace")
 	if _, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: setNS}); statestore.CodeOf(err) != statestore.InvalidArgument {
 		t.Fatalf("duplicate watch id: %v", err)
-	}
-}
-
-func TestSettingsWatchSnapshotBound(t *testing.T) {
-	f := newSettingsFixture(t, func(o *statestore.Options) { o.Limits.MaxSnapshotEntries = 2 })
-	for i := range 3 {
-		f.mustPut(admin, setNS, fmt.Sprintf("k%d", i), docN(i))
-	}
-	ss, _ := f.session(admin)
-	_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: setNS})
-	wantCode(t, err, statestore.WatchTooBroad, "watch snapshot entries")
-	if res := f.watch(ss, "w", setNS, "k1"); len(res.Entries) != 1 {
-		t.Fatalf("narrowed snapshot %+v", res)
 	}
 }
 
