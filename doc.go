@@ -82,34 +82,92 @@
 //	     -> materialize/  copy-on-write B-tree view, published after the fsync
 //	     -> reply
 //
-// Invariants this package keeps (each pinned by tests):
-//   - Commit before apply: no reply and no visible change before the journal
-//     batch holding a mutation is fsynced. A failed write or fsync answers
-//     STORAGE to every call of its batch, and of every batch admitted on top
-//     of it, and changes nothing in memory; batches already synced are
-//     always published. (Admission of the next batches runs while a sync
-//     is in flight; see pipeline.go.)
-//   - Each namespace has a dense revision counter: every committed PUT,
+// The package's files follow those layers: the facade (store.go: every
+// method of Store; request.go, options.go, policy.go, session.go,
+// errors.go), the commit path (commit.go: the pipeline, behind commitEnv
+// and the commitLog interface; batch.go: admission; backend.go: the two
+// homes of a namespace, the journal and config.toml (settings.go);
+// expiry.go: leases), recovery (open.go; the rebuilding itself is
+// internal/recovery), checkpoints and backups (checkpoint.go, backup.go)
+// and operator stats (stats.go). Each file's tests are in the test file of
+// its stem; commit_internal_test.go runs the pipeline on a fake log.
+//
+// # Invariants
+//
+// Each names the code that keeps it and the tests that pin it
+// (TestInvariantIndex checks that every name exists).
+//
+//  1. Commit before apply: no reply and no visible change before the
+//     journal batch holding a mutation is fsynced. A failed write or fsync
+//     answers STORAGE to every call of its batch, and of every batch
+//     admitted on top of it, and changes nothing in memory; batches
+//     already synced are always published. (Admission of the next batches
+//     runs while a sync is in flight; see commit.go.)
+//     Code: pipeline.syncRound, pipeline.resetPendingLocked, journalBackend.publish, batch.answer.
+//     Tests: TestPipelineCommitsBeforeApply, TestPipelinePoisonsAfterFailedSync,
+//     TestPipelinePublishesWhatWasSynced, TestSyncFailureMidPipeline, TestSyncFailureLoneWriter.
+//  2. Each namespace has a dense revision counter: every committed PUT,
 //     DELETE or EXPIRE advances it by exactly one; it is kept when the
 //     namespace empties and survives restart. Entry.Revision is the
 //     namespace revision of the entry's last PUT.
-//   - Open replays exactly the acknowledged state, refusing (with the journal
-//     index and reason) anything no admitted write could have produced.
-//   - Authorization is decided from the authenticated Principal only, and the
-//     owner of a written entry is always the calling principal.
-//   - Admission happens before the journal: a rejected write reserves
+//     Code: batch.admit, batch.expireDue, materialize.View.Apply.
+//     Tests: TestContractExpectedRevision, TestContractQuota, TestReopenIdentical,
+//     TestNamespacesListsEmptiedNamespacesWithTheirRevision.
+//  3. Open replays exactly the acknowledged state, refusing (with the
+//     journal index and reason) anything no admitted write could have
+//     produced.
+//     Code: open, recovery.Load, recovery.Checker.Check.
+//     Tests: TestReplayRejects, TestOpenCutsTornTailAndRefusesCorruption, TestReopenIdentical.
+//  4. Nothing acknowledged is lost: after SIGKILL at any instant,
+//     reopening yields every acknowledged write (or a later acknowledged
+//     one), and revisions keep increasing.
+//     Code: pipeline.syncRound, journal.Journal.Sync.
+//     Tests: TestCrashKillNoAcknowledgedWriteLost, TestCrashKillDuringCheckpoints, TestCrashKillDuringTrims.
+//  5. Authorization is decided from the authenticated Principal only, and
+//     the owner of a written entry is always the calling principal.
+//     Code: authorize, checkOwner, Store.Put.
+//     Tests: TestNamespacePolicy, TestPermissionDeniedNamesRule, TestWriterIDBecomesAValidOwner.
+//  6. Admission happens before the journal: a rejected write reserves
 //     nothing, and a full store fails the write instead of evicting.
-//   - Once Close has begun, every call that can fail answers UNAVAILABLE
+//     Code: batch.admit, quota.Limits.CheckPut.
+//     Tests: TestContractQuota, TestQuotaNamespaceCount, TestScenario7Rejections.
+//  7. Watches see no gap: a watch's snapshot is captured and the watch
+//     registered at one point of its home's commit order, so a mutation
+//     committed meanwhile is in the snapshot or arrives once as an update,
+//     never neither, never both.
+//     Code: Store.Watch, journalBackend.atCommitPoint, settingsBackend.atCommitPoint, Session.register.
+//     Tests: TestScenario3WatchDuringWrites, TestContractWatch.
+//  8. Leases: every expiry is a journaled EXPIRE, committed before
+//     anything observes the key as absent, one per lease, reaching every
+//     matching watch once; Open purges overdue leases before serving.
+//     Code: batch.expireDue, expirer.run, purgeOverdue, Store.Get.
+//     Tests: TestLeasePattern, TestContractTTL, TestExpiredKeyObservedOnlyAfterExpire,
+//     TestRestartPurgesOverdueLeases, TestScenario2LeaseExpiryReachesEveryWatcher.
+//  9. Once Close has begun, every call that can fail answers UNAVAILABLE
 //     and touches no file: another handle may own the directory by then.
 //     Close releases the LOCK only after a Restore or Checkpoint in flight
 //     has finished.
-//   - The journal after the newest checkpoint is bounded by the checkpoint
+//     Code: Store.Close, Store.checkOpen, pipeline.close, checkpointer.quiesce.
+//     Tests: TestClosedStoreAnswersUnavailable, TestClosedHandleCannotUndoRestore,
+//     TestCheckpointAndRestoreRacingClose, TestPipelineExclusiveAndClose.
+//  10. The journal after the newest checkpoint is bounded by the checkpoint
 //     threshold however often the store restarts: the trigger counts the
 //     records Open replays, and fires right after Open when they are over.
 //     Under a write load that outpaces checkpointing, the threshold is at
 //     least sixteen times the journal written while the previous background
 //     checkpoint ran, so images take a bounded share of the machine and
 //     the journal after the newest one stays a bounded time of writes.
+//     Code: checkpointer.maybe, checkpointer.pruneLocked.
+//     Tests: TestRestartingWriterJournalBounded, TestOpenCheckpointsWhenJournalIsOver,
+//     TestCheckpointSpacingFollowsWritesDuringOne, TestContinuousChurn, TestRestartChurn.
+//  11. A full disk never locks the operator out (next section).
+//     Code: batch.admit, purgeOverdue, expirer.run.
+//     Tests: TestFullDiskNeverLocksTheOperatorOut, TestOpenOnFullDiskSpendsReserveForPurge, TestExpiryRetryWaitsOnTheClock.
+//  12. A settings-backed write is published only after config.toml was
+//     rewritten durably; a failed rewrite answers STORAGE and changes
+//     nothing, in memory or in the file.
+//     Code: settingsBackend.commit, settings.File.Replace.
+//     Tests: TestSettingsFailedWrite, TestSettingsCrashDuringRewrite.
 //
 // # Full disk
 //
@@ -145,6 +203,6 @@
 // Store.Stats is the operator view: commit and fdatasync latency, batch
 // sizes, writes refused by code, watches, quota use, checkpoints and the
 // journal on disk, counted with atomics on the commit path (see
-// metrics.go); FailedOpenStats gives the same view for an Open that
+// stats.go); FailedOpenStats gives the same view for an Open that
 // failed. Package promstats exports it to Prometheus.
 package statestore
