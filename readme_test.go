@@ -75,3 +75,59 @@ func TestReadmeProgramIsTheExample(t *testing.T) {
 		t.Errorf("the README does not show Example_readme's output; after \"It prints:\" it should read:\n%s", indented)
 	}
 }
+
+// layoutRows returns the folders README's layout table names (the
+// backticked paths of each row's first cell), and whether each is marked
+// as coming.
+func layoutRows(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		first := cells[1]
+		coming := len(cells) > 2 && strings.Contains(cells[2], "*coming*")
+		for _, part := range strings.Split(first, "`")[1:] {
+			if p := strings.TrimSuffix(part, "/"); p != "" && !strings.ContainsAny(p, " ,()") {
+				rows[p] = coming
+			}
+		}
+	}
+	return rows
+}
+
+// TestReadmeLayoutFollowsTheTree holds README's layout table to the tree:
+// every package directory is a row (the bench module as a whole), every
+// row that is not marked coming exists, and at most 16 top-level folders
+// hold Go code.
+func TestReadmeLayoutFollowsTheTree(t *testing.T) {
+	t.Parallel()
+	rows := layoutRows(t)
+	top := map[string]bool{}
+	for _, p := range loadPackages(t, ".") {
+		if p.dir == "." {
+			continue
+		}
+		top[strings.Split(p.dir, "/")[0]] = true
+		if _, ok := rows[p.dir]; !ok && !strings.HasPrefix(p.dir, "bench/") {
+			t.Errorf("package %s is not in README's layout table", p.dir)
+		}
+	}
+	for row, coming := range rows {
+		if row == "statestore" || coming {
+			continue
+		}
+		if st, err := os.Stat(row); err != nil || !st.IsDir() {
+			t.Errorf("README's layout table names %s, which is not a folder", row)
+		}
+	}
+	if len(top) > 16 {
+		t.Errorf("%d top-level folders hold Go code, over 16: %v", len(top), top)
+	}
+}

@@ -43,7 +43,7 @@ import (
 //  2. A successful Replay delivers exactly the indexes FirstIndex..LastIndex.
 //  3. "Accepted" means what the store needs: Open and Replay succeed, the
 //     journal starts at index 1, and every record passes the store's
-//     ReplayChecker (namespace revision previous+1, DELETE/EXPIRE of a
+//     recovery.Checker (namespace revision previous+1, DELETE/EXPIRE of a
 //     present key, identifiers, schema, bounds). An accepted replay must be
 //     exactly R_1..R_m for some m <= n: same records, same revisions. A
 //     frame does not carry its journal index, so a whole segment copied

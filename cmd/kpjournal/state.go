@@ -22,7 +22,7 @@ type lease struct {
 
 // tally is the semantic half of verify and stat: it follows the journal
 // record by record, in index order, and applies every rule the store
-// applies at open, each one the library's own (ReplayChecker's identifier,
+// applies at open, each one the library's own (recovery.Checker's identifier,
 // schema, owner and bounds checks, materialize.CheckTransition), keeping
 // only the counts those rules need in hash maps keyed by the frame's bytes
 // rather than building a view: it copies nothing, which is what lets

@@ -57,7 +57,7 @@ func (c *ckpt) note(err error) {
 	}
 }
 
-// load decodes the image as Open does (ReplayChecker.LoadImage).
+// load decodes the image as Open does (recovery.Checker.LoadImage).
 func (c *ckpt) load(chk *recovery.Checker) error {
 	if c.View != nil {
 		return nil
