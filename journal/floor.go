@@ -152,3 +152,47 @@ func (m *floorMarker) close() error {
 	}
 	return m.f.Close()
 }
+
+// LoadFloor combines outside evidence with the ACKNOWLEDGED marker in dir.
+// A damaged marker is no evidence (Open rewrites it); any other read
+// failure is returned.
+func LoadFloor(dir string, outside Floor) (Floor, error) {
+	mf, err := ReadFloor(dir)
+	if err != nil && !errors.Is(err, ErrFloorDamaged) {
+		return Floor{}, err
+	}
+	return outside.Raise(mf.Index, mf.Source), nil
+}
+
+// CheckFloor refuses a journal whose last record, last, lies below the
+// acknowledged floor: records that were acknowledged are missing (an
+// emptied or shortened segment, a deleted tail). seg names the last segment.
+func CheckFloor(last uint64, seg string, floor Floor) error {
+	if last >= floor.Index {
+		return nil
+	}
+	return &CorruptError{Segment: seg, Offset: -1, Index: last + 1,
+		Reason: fmt.Sprintf("the journal ends at index %d but records up to index %d were acknowledged (%s): records %d..%d are missing",
+			last, floor.Index, floor.Source, last+1, floor.Index)}
+}
+
+// closeFloor raises the marker to last, the final acknowledged index, and
+// closes it.
+func (j *Journal) closeFloor(last uint64) error {
+	j.floorMu.Lock()
+	defer j.floorMu.Unlock()
+	var err error
+	if j.served {
+		err = j.marker.raise(last)
+	}
+	err = errors.Join(err, j.marker.close())
+	j.marker = nil
+	return err
+}
+
+// raiseFloor records index as acknowledged in the marker.
+func (j *Journal) raiseFloor(index uint64) error {
+	j.floorMu.Lock()
+	defer j.floorMu.Unlock()
+	return j.marker.raise(index)
+}
