@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore/checkpoint"
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 )
@@ -208,7 +209,7 @@ func (s *Store) writeCheckpointLocked() (err error) {
 	v, idx := s.snapshot()
 	defer func() { s.metrics.checkpointed(idx, start, s.clock.Now(), err) }()
 	name := checkpoint.Name(idx)
-	if _, err := checkpoint.WriteFile(filepath.Join(s.root, name), v, idx, s.clock.Now().UnixMilli()); err != nil {
+	if _, err := checkpoint.WriteFileFS(disk.FS{Faults: s.opts.Faults}, filepath.Join(s.root, name), v, idx, s.clock.Now().UnixMilli()); err != nil {
 		// The journal keeps every record (nothing is pruned), so the
 		// store goes on serving; the next checkpoint tries again.
 		return &Error{Code: Storage, Field: "checkpoint",

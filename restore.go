@@ -77,7 +77,7 @@ func (s *Store) Restore(r io.Reader) error {
 		defer s.ckptMu.Unlock()
 		idx := s.jnl.LastIndex()
 		path := filepath.Join(s.root, checkpoint.Name(idx))
-		if _, err := checkpoint.WriteFile(path, v, idx, s.clock.Now().UnixMilli()); err != nil {
+		if _, err := checkpoint.WriteFileFS(disk.FS{Faults: s.opts.Faults}, path, v, idx, s.clock.Now().UnixMilli()); err != nil {
 			return wrapErr(Storage, "checkpoint", err)
 		}
 		// From here the restored image is the newest and wins at open;
@@ -91,7 +91,7 @@ func (s *Store) Restore(r io.Reader) error {
 			}
 		}
 		if err == nil {
-			err = disk.SyncDir(s.root)
+			err = disk.FS{Faults: s.opts.Faults}.SyncDir(s.root)
 		}
 		if err == nil {
 			err = s.jnl.TruncateFront(idx + 1)

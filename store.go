@@ -13,6 +13,7 @@ import (
 
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
@@ -77,6 +78,10 @@ type Options struct {
 	// "Full disk" in the package documentation); 0 means
 	// journal.DefaultReserveBytes, negative keeps none.
 	ReserveBytes int64
+	// Faults is a test seam of this module: the hooks every fsync of this
+	// store consults first (its journal's, its checkpoints', its directory
+	// syncs), so a test fails one store's disk and no other. nil in real use.
+	Faults *fault.Hooks
 }
 
 // Store is an open state store. All methods are safe for concurrent use.
@@ -185,7 +190,7 @@ func (s *Store) open() error {
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return err
 	}
-	if err := disk.SyncDir(s.opts.Dir); err != nil {
+	if err := (disk.FS{Faults: s.opts.Faults}).SyncDir(s.opts.Dir); err != nil {
 		return err
 	}
 	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
@@ -199,7 +204,7 @@ func (s *Store) open() error {
 	}
 	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 		SegmentSize: s.opts.SegmentSize, Limits: s.journalLimits(), NoSync: s.opts.NoSync,
-		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
+		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes, Faults: s.opts.Faults,
 	})
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/keeppeek/statestore/internal/disk"
-	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
 )
 
@@ -96,6 +95,7 @@ func SetFloor(dir string, index uint64) error {
 // opened (and created) by the first raise, so an Open that is refused
 // afterwards has written nothing.
 type floorMarker struct {
+	fs     disk.FS // the journal's
 	dir    string
 	f      *os.File
 	index  uint64 // the value on disk; 0 when unknown
@@ -103,8 +103,8 @@ type floorMarker struct {
 	ring   *uring.Ring // for its fdatasync (nil: directly)
 }
 
-func newFloorMarker(dir string, noSync bool, ring *uring.Ring) *floorMarker {
-	m := &floorMarker{dir: dir, noSync: noSync, ring: ring}
+func newFloorMarker(fsys disk.FS, dir string, noSync bool, ring *uring.Ring) *floorMarker {
+	m := &floorMarker{fs: fsys, dir: dir, noSync: noSync, ring: ring}
 	if fl, err := ReadFloor(dir); err == nil {
 		m.index = fl.Index
 	}
@@ -125,7 +125,7 @@ func (m *floorMarker) raise(index uint64) error {
 		}
 		m.f = f
 		if errors.Is(statErr, fs.ErrNotExist) {
-			if err := disk.SyncDir(m.dir); err != nil {
+			if err := m.fs.SyncDir(m.dir); err != nil {
 				return &StorageError{Op: "create " + FloorFile, Err: err}
 			}
 		}
@@ -138,7 +138,7 @@ func (m *floorMarker) raise(index uint64) error {
 		return &StorageError{Op: "write " + FloorFile, Err: err}
 	}
 	if !m.noSync {
-		if err := syncFile(m.f, m.ring, fault.Sync); err != nil {
+		if err := syncFile(m.f, m.ring, m.fs.Faults.Sync); err != nil {
 			return &StorageError{Op: "sync " + FloorFile, Err: err}
 		}
 	}

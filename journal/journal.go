@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
 	"github.com/tidwall/wal"
 )
@@ -49,6 +51,13 @@ type Options struct {
 	// expiries possible on a full disk (see reserve.go); 0 means
 	// DefaultReserveBytes, negative keeps none.
 	ReserveBytes int64
+	// Faults is a test seam of this module: hooks that every fsync the
+	// journal issues consults first (the commit's and the marker's
+	// fdatasyncs, the pre-writer's, and through the journal's disk.FS its
+	// directory syncs, cuts and copies). nil in real use.
+	Faults *fault.Hooks
+	// seams are the package's own test seams (seams.go); nil in real use.
+	seams *seams
 }
 
 // Journal is the write-ahead journal: an append-only sequence of framed
@@ -81,6 +90,7 @@ type Journal struct {
 	rmClosed   bool // under rmMu: Close has begun, Reclaim removes nothing
 	dir        string
 	opts       Options
+	fs         disk.FS // the disk as this journal sees it: Options.Faults consulted
 	log        *wal.Log
 	first      uint64 // first index still on disk (last+1 when empty)
 	last       uint64 // last synced (acknowledged) index (0 when none ever)

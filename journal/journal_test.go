@@ -23,7 +23,17 @@ func testRecord(i int) *Record {
 
 func openJournal(t *testing.T, dir string, segSize int) (*Journal, *TailCut) {
 	t.Helper()
-	j, cut, err := Open(dir, Options{SegmentSize: segSize})
+	return openJournalOpts(t, dir, Options{SegmentSize: segSize})
+}
+
+// openJournalOpts opens the journal in dir with opts, giving it seams of
+// its own when opts names none, so a test may install one after Open.
+func openJournalOpts(t *testing.T, dir string, opts Options) (*Journal, *TailCut) {
+	t.Helper()
+	if opts.seams == nil {
+		opts.seams = &seams{}
+	}
+	j, cut, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -450,18 +460,17 @@ func TestFinishInterruptedTruncation(t *testing.T) {
 // cycled, so Write acknowledges its records and Sync has nothing to do.
 func TestNewSegmentDirectoryIsSynced(t *testing.T) {
 	dirSyncs, fileSyncs := 0, 0
-	orig := syncSegmentDir
-	syncSegmentDir = func(dir string) error { dirSyncs++; return orig(dir) }
-	defer func() { syncSegmentDir = orig }()
-	defer fault.SetSync(func(path string) error {
+	faults := &fault.Hooks{}
+	faults.SetSync(func(path string) error {
 		if filepath.Base(path) != FloorFile {
 			fileSyncs++
 		}
 		return nil
-	})()
+	})
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 900)
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 900, Faults: faults})
 	defer j.Close()
+	j.opts.seams.syncSegmentDir.set(func(dir string) error { dirSyncs++; return j.fs.SyncDir(dir) })
 	var want []*Record
 	pending, sealedOnly := false, 0
 	for i := 1; i <= 200; i++ {
@@ -563,7 +572,8 @@ func TestOpenRefusesMissingSegmentsWithoutCreatingAny(t *testing.T) {
 // or the reopen, so a batch the caller is told failed never reappears.
 func TestSealAcknowledgesWholeBatchesOnly(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 900)
+	faults := &fault.Hooks{}
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 900, Faults: faults})
 	defer func() { j.Close() }()
 	tail := func() (uint64, int64) {
 		j.mu.Lock()
@@ -587,7 +597,7 @@ func TestSealAcknowledgesWholeBatchesOnly(t *testing.T) {
 			if j.LastIndex() != acked {
 				t.Fatalf("a batch continuing into the next segment moved the last index from %d to %d before its Sync", acked, j.LastIndex())
 			}
-			restore := fault.SetSync(func(path string) error {
+			restore := faults.SetSync(func(path string) error {
 				if filepath.Base(path) == FloorFile {
 					return nil
 				}

@@ -33,11 +33,12 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, &StorageError{Op: "create directory", Err: err}
 	}
-	if err := disk.SyncDir(filepath.Dir(dir)); err != nil {
+	fsys := disk.FS{Faults: opts.Faults}
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 		return nil, nil, &StorageError{Op: "create directory", Err: err}
 	}
-	j := &Journal{dir: dir, opts: opts}
-	if err := finishTruncation(dir); err != nil {
+	j := &Journal{dir: dir, opts: opts, fs: fsys}
+	if err := finishTruncation(fsys, dir); err != nil {
 		return nil, nil, err
 	}
 	floor, err := LoadFloor(dir, opts.Floor)
@@ -56,11 +57,11 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 		j.log.Close()
 		return nil, nil, err
 	}
-	j.reserve = openReserve(dir, opts.ReserveBytes, opts.NoSync)
+	j.reserve = openReserve(fsys, dir, opts.ReserveBytes, opts.NoSync)
 	if !opts.NoSync && !opts.DirectSync {
 		j.rings.commit, j.rings.background = openRing(), openRing()
 	}
-	j.marker = newFloorMarker(dir, opts.NoSync, j.rings.background)
+	j.marker = newFloorMarker(fsys, dir, opts.NoSync, j.rings.background)
 	j.startPrewriter()
 	return j, cut, nil
 }
@@ -102,7 +103,7 @@ func (j *Journal) openLog() error {
 	// directory fsync may not be durable either. Make the entries durable
 	// ourselves, so the tail's seal can be acknowledged without another
 	// (see Write).
-	if err := disk.SyncDir(j.dir); err != nil {
+	if err := j.fs.SyncDir(j.dir); err != nil {
 		log.Close()
 		return &StorageError{Op: "open", Err: err}
 	}

@@ -15,21 +15,22 @@ import (
 )
 
 // waitPrewriteIdle blocks until the pre-writer finished a step after which
-// it has nothing more to do, and returns the journal's stats then. It fails
-// the test if the pre-writer never goes idle.
+// it has nothing more to do, and returns the journal's stats then. j must
+// have seams (openJournalOpts gives it some).
 func waitPrewriteIdle(t *testing.T, j *Journal) Stats {
 	t.Helper()
+	if j.opts.seams == nil {
+		t.Fatal("waitPrewriteIdle needs a journal opened with seams")
+	}
 	idle := make(chan struct{}, 1)
-	h := func(more bool) {
+	defer j.opts.seams.prewriteStepped.set(func(more bool) {
 		if !more {
 			select {
 			case idle <- struct{}{}:
 			default:
 			}
 		}
-	}
-	prewriteHook.Store(&h)
-	defer prewriteHook.Store(nil)
+	})()
 	j.mu.Lock()
 	j.pre.end = min(j.pre.end, j.pre.synced) // nothing half done: a step must run
 	j.mu.Unlock()
@@ -273,8 +274,9 @@ func TestPrewriteSyncFailureRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reopened journal's pre-writer starts at once, and its sync fails.
-	restore := fault.SetPrewriteSync(func(string) error { return syscall.EIO })
-	j, _ = openJournal(t, dir, 512<<10)
+	faults := &fault.Hooks{}
+	restore := faults.SetPrewriteSync(func(string) error { return syscall.EIO })
+	j, _ = openJournalOpts(t, dir, Options{SegmentSize: 512 << 10, Faults: faults})
 	defer j.Close()
 	st := waitPrewriteIdle(t, j)
 	restore()
@@ -352,13 +354,15 @@ func TestPrewriterRestsUntilNewSegmentSynced(t *testing.T) {
 // the index the sync acknowledged (only ever an acknowledged one).
 func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true})
+	faults := &fault.Hooks{}
+	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	defer fault.SetSync(func(path string) error {
+	// Removed before Close, whose marker sync would otherwise wait here.
+	defer faults.SetSync(func(path string) error {
 		if filepath.Base(path) == FloorFile {
 			entered <- struct{}{}
 			<-release
@@ -409,16 +413,16 @@ func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
 	const seg = 4 << 20
 	g := newGate()
 	var start int64
-	orig := writeZeros
-	writeZeros = func(f *os.File, zeros []byte, off int64) error {
+	s := &seams{}
+	// Before Open: the pre-writer starts with it.
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
 		if off > 0 { // the first chunk is written before any record
 			g.hold(func() { start = off })
 		}
-		return orig(f, zeros, off)
-	}
-	t.Cleanup(func() { writeZeros = orig })
+		return writeZerosAt(f, zeros, off)
+	})
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, seg)
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: seg, seams: s})
 	defer j.Close()
 	defer g.open() // before Close, which waits for the pre-writer
 	<-g.entered
@@ -496,14 +500,13 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 
 	var mu sync.Mutex
 	var sizes []int
-	orig := writeZeros
-	writeZeros = func(f *os.File, zeros []byte, off int64) error {
+	s := &seams{}
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
 		mu.Lock()
 		sizes = append(sizes, len(zeros))
 		mu.Unlock()
-		return orig(f, zeros, off)
-	}
-	t.Cleanup(func() { writeZeros = orig })
+		return writeZerosAt(f, zeros, off)
+	})
 	taken := func() []int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -512,7 +515,7 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 		return s
 	}
 	const seg = 8 << 20
-	j, _ := openJournal(t, filepath.Join(t.TempDir(), "journal"), seg)
+	j, _ := openJournalOpts(t, filepath.Join(t.TempDir(), "journal"), Options{SegmentSize: seg, seams: s})
 	defer j.Close()
 	waitPrewriteIdle(t, j)
 	taken()

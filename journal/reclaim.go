@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-
-	"github.com/keeppeek/statestore/internal/disk"
 )
 
 // TruncateFront removes every record before index (which must be at most
@@ -34,7 +31,7 @@ func (j *Journal) TruncateFront(index uint64) error {
 	}
 	err := j.log.TruncateFront(index)
 	if err == nil {
-		err = disk.SyncDir(j.dir)
+		err = j.fs.SyncDir(j.dir)
 	}
 	if err != nil {
 		j.broken = err
@@ -102,7 +99,7 @@ func (j *Journal) Reclaim(index uint64) error {
 		j.rmMu.Unlock()
 		return ErrClosed
 	}
-	removed, err := removeSegments(segs[:n])
+	removed, err := j.removeSegments(segs[:n])
 	j.rmMu.Unlock()
 	if removed > 0 {
 		j.mu.Lock()
@@ -113,16 +110,12 @@ func (j *Journal) Reclaim(index uint64) error {
 	return err
 }
 
-// removeSegmentFile unlinks one segment file for removeSegments; a
-// variable so tests can hold it (a slow file system, on demand).
-var removeSegmentFile = os.Remove
-
 // removeSegments unlinks segs, oldest first, so a crash part way leaves a
 // journal that merely starts earlier. It returns how many are gone; a
 // segment already gone (a TruncateFront since the listing) counts.
-func removeSegments(segs []Segment) (int, error) {
+func (j *Journal) removeSegments(segs []Segment) (int, error) {
 	for i, seg := range segs {
-		if err := removeSegmentFile(seg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := j.removeSegmentFile(seg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return i, &StorageError{Op: "reclaim", Index: seg.Start, Err: err}
 		}
 	}

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -123,12 +124,10 @@ func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
 	dir, j, segs := segmentedJournal(t, n, 5)
 	g := newGate()
 	var first string
-	orig := removeSegmentFile
-	removeSegmentFile = func(path string) error {
+	j.opts.seams.removeSegmentFile.set(func(path string) error {
 		g.hold(func() { first = path })
-		return orig(path)
-	}
-	t.Cleanup(func() { removeSegmentFile = orig })
+		return os.Remove(path)
+	})
 
 	defer g.open() // a failure below must not leave the Reclaim hanging
 	reclaimed := make(chan error, 1)

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/keeppeek/statestore/internal/disk"
 )
 
 // repairTail checks the last segment and cuts a torn final record. Damage
@@ -35,7 +33,7 @@ func (j *Journal) repairTail() (*TailCut, error) {
 		if err := JudgeTail(tail.Name(), data, res.end, index, j.floor, j.opts.Limits); err != nil {
 			return nil, err
 		}
-		if err := disk.Truncate(tail.Path, res.end); err != nil {
+		if err := j.fs.Truncate(tail.Path, res.end); err != nil {
 			return nil, &StorageError{Op: "trim pre-written tail", Err: err}
 		}
 		j.stats.Trimmed = res.zeros
@@ -56,13 +54,13 @@ func (j *Journal) repairTail() (*TailCut, error) {
 		return nil, &StorageError{Op: "quarantine torn segment", Err: err}
 	}
 	cut.SavedAs = filepath.Join(j.opts.QuarantineDir, fmt.Sprintf("%s.%d.torn", tail.Name(), time.Now().UnixNano()))
-	if err := disk.WriteAtomic(cut.SavedAs, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+	if err := j.fs.WriteAtomic(cut.SavedAs, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		return nil, &StorageError{Op: "quarantine torn segment", Err: err}
 	}
-	if err := disk.Truncate(tail.Path, res.bad.offset); err != nil {
+	if err := j.fs.Truncate(tail.Path, res.bad.offset); err != nil {
 		return nil, &StorageError{Op: "cut torn tail", Err: err}
 	}
-	if err := disk.SyncDir(j.dir); err != nil {
+	if err := j.fs.SyncDir(j.dir); err != nil {
 		return nil, &StorageError{Op: "cut torn tail", Err: err}
 	}
 	return cut, nil
@@ -100,7 +98,7 @@ func (j *Journal) recoverLocked() error {
 		j.log.Close()
 		j.log = nil
 	}
-	if err := finishTruncation(j.dir); err != nil {
+	if err := finishTruncation(j.fs, j.dir); err != nil {
 		return err
 	}
 	segs, err := ListSegments(j.dir)
@@ -114,7 +112,7 @@ func (j *Journal) recoverLocked() error {
 				return err
 			}
 		case s.Start == j.last+1:
-			if err := disk.Truncate(s.Path, 0); err != nil {
+			if err := j.fs.Truncate(s.Path, 0); err != nil {
 				return err
 			}
 		default:
@@ -140,7 +138,7 @@ func (j *Journal) recoverLocked() error {
 					Reason: fmt.Sprintf("acknowledged record missing while recovering (segment holds %d of %d)", res.count, want)}
 			}
 			if end < int64(len(data)) {
-				if err := disk.Truncate(s.Path, end); err != nil {
+				if err := j.fs.Truncate(s.Path, end); err != nil {
 					return err
 				}
 			}

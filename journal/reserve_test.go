@@ -37,12 +37,10 @@ func requireWholeReserve(t *testing.T, dir string) {
 	}
 }
 
-// pretendFree makes the file system look as if it had free bytes left.
-func pretendFree(t *testing.T, free int64) {
-	t.Helper()
-	orig := availableBytes
-	availableBytes = func(string) (int64, error) { return free, nil }
-	t.Cleanup(func() { availableBytes = orig })
+// pretendFree makes the file system look, to the journal with seams s, as
+// if it had free bytes left.
+func pretendFree(s *seams, free int64) {
+	s.availableBytes.set(func(string) (int64, error) { return free, nil })
 }
 
 // TestReserveWrittenOnceServed pins where the reserve comes from: Open only
@@ -130,7 +128,8 @@ func TestReserveWrittenOnceServed(t *testing.T) {
 // nothing about what may be written.
 func TestNoReserve(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _, err := Open(dir, Options{ReserveBytes: -1})
+	faults := &fault.Hooks{}
+	j, _, err := Open(dir, Options{ReserveBytes: -1, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +137,7 @@ func TestNoReserve(t *testing.T) {
 	if err := j.MarkServed(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(fault.SetSync(func(string) error { return syscall.ENOSPC }))
+	faults.SetSync(func(string) error { return syscall.ENOSPC })
 	if _, err := j.Append(records(1, 1)); !IsNoSpace(err) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
 	}
@@ -165,7 +164,8 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.cause.Error(), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "journal")
-			j, _, err := Open(dir, Options{ReserveBytes: testReserve})
+			faults, s := &fault.Hooks{}, &seams{}
+			j, _, err := Open(dir, Options{ReserveBytes: testReserve, Faults: faults, seams: s})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 			if _, err := j.Append(records(1, 3)); err != nil {
 				t.Fatal(err)
 			}
-			restore := fault.SetSync(func(string) error { return c.cause })
+			restore := faults.SetSync(func(string) error { return c.cause })
 			_, err = j.Append(records(4, 2))
 			restore()
 			if !errors.Is(err, ErrStorage) || !errors.Is(err, c.cause) || j.LastIndex() != 3 {
@@ -197,7 +197,7 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 				t.Fatalf("append on reserve: first %d, %v", first, err)
 			}
 
-			pretendFree(t, 2*testReserve-1)
+			pretendFree(s, 2*testReserve-1)
 			err = j.CheckReserve()
 			var re *ReserveError
 			if !errors.Is(err, ErrOnReserve) || !errors.As(err, &re) || re.Free != 2*testReserve-1 ||
@@ -208,7 +208,7 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 				t.Fatal("CheckReserve wrote the reserve without room for it")
 			}
 
-			pretendFree(t, 2*testReserve)
+			pretendFree(s, 2*testReserve)
 			if err := j.CheckReserve(); err != nil {
 				t.Fatalf("CheckReserve with room: %v", err)
 			}

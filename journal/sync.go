@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/keeppeek/statestore/internal/disk"
-	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
 )
 
@@ -51,11 +49,11 @@ func (j *Journal) sync(upTo uint64, ring *uring.Ring) error {
 	f, err := j.syncFileLocked()
 	j.mu.Unlock()
 	if err == nil && !j.opts.NoSync {
-		err = syncFile(f, ring, fault.Sync)
+		err = syncFile(f, ring, j.opts.Faults.Sync)
 		// Records in a segment file created since the last sync are
 		// durable only once the file's directory entry is.
 		if err == nil && dir {
-			err = syncSegmentDir(j.dir)
+			err = j.syncSegmentDir(j.dir)
 		}
 	}
 	j.mu.Lock()
@@ -174,7 +172,3 @@ func openRing() *uring.Ring {
 	}
 	return r
 }
-
-// syncSegmentDir makes a segment file that an append just created durable.
-// A variable so a test can count that every new segment gets one.
-var syncSegmentDir = disk.SyncDir

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/tidwall/wal"
 )
 
@@ -212,7 +213,7 @@ func TestFinishTruncationMatchesTidwall(t *testing.T) {
 					}
 				}
 			}
-			errOurs := finishTruncation(ours)
+			errOurs := finishTruncation(disk.FS{}, ours)
 			l, errTheirs := wal.Open(theirs, &wal.Options{NoSync: true, LogFormat: wal.Binary, SegmentSize: 400})
 			if errTheirs == nil {
 				l.Close()

@@ -3,8 +3,6 @@ package journal
 import (
 	"errors"
 	"fmt"
-
-	"github.com/tidwall/wal"
 )
 
 // Append writes recs as one batch and syncs it: Write then Sync, for
@@ -99,14 +97,14 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		}
 	}
 	j.waitPrewriteBelow(tail.bytes, tail.cycled)
-	err := writeBatch(log, &j.batch)
+	err := j.writeBatch(log, &j.batch)
 	if err == nil && split {
 		// The first part sealed the tail and tidwall/wal opened an empty
 		// segment: its buffer gets a whole segment's room before the rest
 		// of the batch goes in, instead of being regrown from nothing by
 		// it (about 230 KB of garbage at every segment change).
 		presizeTail(log, j.tailCapacity(), &j.spares)
-		err = writeBatch(log, &j.rest)
+		err = j.writeBatch(log, &j.rest)
 	}
 
 	j.mu.Lock()
@@ -147,7 +145,3 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	j.kickPrewriterLocked()
 	return first, nil
 }
-
-// writeBatch hands a batch to tidwall/wal. A variable so a test can hold a
-// Write in the middle of its batch (holding wmu, not mu).
-var writeBatch = (*wal.Log).WriteBatch

@@ -82,14 +82,14 @@ func TestWriteAtomicSyncFailure(t *testing.T) {
 			if c.failDir {
 				target = dir
 			}
-			restore := fault.SetDiskSync(func(p string) error {
+			faults := &fault.Hooks{}
+			faults.SetDiskSync(func(p string) error {
 				if p == target {
 					return syscall.EIO
 				}
 				return nil
 			})
-			err := WriteAtomic(path, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
-			restore()
+			err := FS{Faults: faults}.WriteAtomic(path, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("err %v, want EIO", err)
 			}
@@ -102,6 +102,59 @@ func TestWriteAtomicSyncFailure(t *testing.T) {
 			}
 			if temps, _ := filepath.Glob(filepath.Join(dir, tempPattern(path))); len(temps) != 0 {
 				t.Fatalf("temporaries left: %v", temps)
+			}
+		})
+	}
+}
+
+// TestFSConsultsItsOwnFaults: every fsync an FS issues runs its DiskSync
+// hook first, with the path being made durable, and a failing hook fails
+// the call, wrapped; the real disk (a zero FS, which the package functions
+// use) and any other FS never see that hook.
+func TestFSConsultsItsOwnFaults(t *testing.T) {
+	cases := []struct {
+		name string
+		call func(fsys FS, dir, file string) error
+		want func(dir, file string) string // the path the hook must see
+	}{
+		{"SyncDir", func(fsys FS, dir, _ string) error { return fsys.SyncDir(dir) },
+			func(dir, _ string) string { return dir }},
+		{"Truncate", func(fsys FS, _, file string) error { return fsys.Truncate(file, 1) },
+			func(_, file string) string { return file }},
+		{"SyncFile", func(fsys FS, _, file string) error {
+			f, err := os.OpenFile(file, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return fsys.SyncFile(f)
+		}, func(_, file string) string { return file }},
+		{"WriteAtomic", func(fsys FS, _, file string) error {
+			return fsys.WriteAtomic(file, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
+		}, func(_, file string) string { return file }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "f")
+			if err := os.WriteFile(file, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			faults := &fault.Hooks{}
+			var seen []string
+			faults.SetDiskSync(func(p string) error {
+				seen = append(seen, p)
+				return syscall.EIO
+			})
+			err := c.call(FS{Faults: faults}, dir, file)
+			if !errors.Is(err, syscall.EIO) || len(seen) == 0 || seen[0] != c.want(dir, file) {
+				t.Fatalf("with a failing hook: %v, hook saw %q; want EIO, first for %s", err, seen, c.want(dir, file))
+			}
+			seen = nil
+			for _, other := range []FS{{}, {Faults: &fault.Hooks{}}} {
+				if err := c.call(other, dir, file); err != nil || len(seen) != 0 {
+					t.Fatalf("an FS without that hook: %v, hook ran for %q", err, seen)
+				}
 			}
 		})
 	}

@@ -36,12 +36,21 @@ const doc = `{"role":"subscribe","desired":true,"source_id":"cam-1","media_kind"
 
 func openStore(t *testing.T) *statestore.Store {
 	t.Helper()
-	s, err := statestore.Open(statestore.Options{Dir: t.TempDir(), CheckpointBytes: -1, Clock: clock.NewFake(clock.Real{}.Now())})
+	s, _ := openFaultyStore(t)
+	return s
+}
+
+// openFaultyStore is openStore giving the store fault seams of its own,
+// which it returns.
+func openFaultyStore(t *testing.T) (*statestore.Store, *fault.Hooks) {
+	t.Helper()
+	faults := &fault.Hooks{}
+	s, err := statestore.Open(statestore.Options{Dir: t.TempDir(), CheckpointBytes: -1, Clock: clock.NewFake(clock.Real{}.Now()), Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, faults
 }
 
 func put(s *statestore.Store, key string, x statestore.Expect) error {
@@ -182,12 +191,12 @@ func TestExportedMetricsMove(t *testing.T) {
 // the gauge and the counter show; the next PUT, finding room again, writes
 // the reserve back and the gauge returns to 0.
 func TestReserveGaugeFollowsFullDisk(t *testing.T) {
-	s := openStore(t)
+	s, faults := openFaultyStore(t)
 	reg := registry(t, promstats.ForStore(s))
 	if m := scrape(t, reg); m[p+"journal_reserve_spent"] != 0 || m[p+"journal_reserve_releases_total"] != 0 {
 		t.Fatalf("fresh store: spent %v, releases %v", m[p+"journal_reserve_spent"], m[p+"journal_reserve_releases_total"])
 	}
-	restore := fault.SetSync(func(string) error { return syscall.ENOSPC })
+	restore := faults.SetSync(func(string) error { return syscall.ENOSPC })
 	err := put(s, "k", statestore.Expect{})
 	restore()
 	if statestore.CodeOf(err) != statestore.Storage {
