@@ -16,6 +16,7 @@ import (
 )
 
 func TestNames(t *testing.T) {
+	t.Parallel()
 	for _, index := range []uint64{0, 1, 42, 1 << 40, math.MaxUint64} {
 		name := Name(index)
 		if len(name) != len("checkpoint-")+20+len(".ckpt") {
@@ -42,6 +43,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, name := range []string{
 		Name(30), Name(2), Name(1 << 33),
@@ -89,6 +91,7 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 func TestWriteFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	v := sampleView(t)
 	path := filepath.Join(dir, Name(17))
@@ -151,6 +154,7 @@ func TestWriteFile(t *testing.T) {
 // WriteFileFS answers the failure and leaves neither the image nor a
 // temporary: an image nobody may trust must not be loaded or counted.
 func TestWriteFileFsyncFailureLeavesNoImage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		dir  bool // the directory's fsync fails, not the file's

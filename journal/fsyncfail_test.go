@@ -55,6 +55,7 @@ func withoutZeroTail(b []byte) []byte {
 // crash copy taken then opens to the acknowledged records only, and that
 // the journal goes on at the first unacknowledged index.
 func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// arm makes j's next sync step of its kind fail once, then succeed.

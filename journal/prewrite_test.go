@@ -64,6 +64,7 @@ func fileSize(t *testing.T, path string) int64 {
 // space left, and Close trims the zeros so the closed files hold records
 // only and the next open has nothing to trim.
 func TestPrewriteOverwritesInsteadOfAppending(t *testing.T) {
+	t.Parallel()
 	const seg = 512 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
@@ -110,6 +111,7 @@ func recordsFrom(from, n int) []*Record { return records(from, n) }
 // at its last record: pre-writing never passes the segment size, so the
 // entry that seals a segment covers every zero.
 func TestSealedSegmentsHoldRecordsOnly(t *testing.T) {
+	t.Parallel()
 	const seg = 4 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
@@ -152,6 +154,7 @@ func TestSealedSegmentsHoldRecordsOnly(t *testing.T) {
 // without a TailCut or a quarantine copy; zeros where the floor says
 // records were acknowledged refuse to open and change nothing.
 func TestCrashStatesOfPrewriting(t *testing.T) {
+	t.Parallel()
 	const seg = 256 << 10
 	tests := []struct {
 		name    string
@@ -243,6 +246,7 @@ func TestCrashStatesOfPrewriting(t *testing.T) {
 // in a sealed segment, so zeros there are damage, named by segment and
 // index, never trimmed.
 func TestSealedSegmentEndingInZerosIsCorrupt(t *testing.T) {
+	t.Parallel()
 	dir, recs := writeJournal(t, 40, 1000)
 	segs, _ := ListSegments(dir)
 	if len(segs) < 2 {
@@ -265,6 +269,7 @@ func TestSealedSegmentEndingInZerosIsCorrupt(t *testing.T) {
 // treats it as a failed commit: the next write recovers (cut back to the
 // last acknowledged record, reopen) and every acknowledged record stays.
 func TestPrewriteSyncFailureRecovers(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, 512<<10)
 	if _, err := j.Append(records(1, 5)); err != nil {
@@ -300,6 +305,7 @@ func TestPrewriteSyncFailureRecovers(t *testing.T) {
 // pre-writing gets a kick channel nobody drains, so every wake-up stays
 // visible.)
 func TestPrewriterRestsUntilNewSegmentSynced(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true})
 	if err != nil {
@@ -353,6 +359,7 @@ func TestPrewriterRestsUntilNewSegmentSynced(t *testing.T) {
 // returns while the marker's fdatasync is held, and the marker then holds
 // the index the sync acknowledged (only ever an acknowledged one).
 func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	faults := &fault.Hooks{}
 	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true, Faults: faults})
@@ -410,6 +417,7 @@ func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
 // would reach them waits for it to end (zeros must never land on a record),
 // and everything written reads back after a reopen.
 func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
+	t.Parallel()
 	const seg = 4 << 20
 	g := newGate()
 	var start int64
@@ -482,6 +490,7 @@ func batchSize(recs []*Record) int64 {
 // prewriteAhead, once batches are large, so a fast writer's commits meet a
 // size change once per stretch of 16 batches instead of every few.
 func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		batch int
 		want  int64

@@ -48,6 +48,7 @@ func pretendFree(s *seams, free int64) {
 // real blocks from any state it was left in, and tidwall/wal and replay
 // never mistake it for a segment.
 func TestReserveWrittenOnceServed(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		prepare func(t *testing.T, path string)
@@ -127,6 +128,7 @@ func TestReserveWrittenOnceServed(t *testing.T) {
 // TestNoReserve pins ReserveBytes < 0: no file, and a full disk changes
 // nothing about what may be written.
 func TestNoReserve(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	faults := &fault.Hooks{}
 	j, _, err := Open(dir, Options{ReserveBytes: -1, Faults: faults})
@@ -153,6 +155,7 @@ func TestNoReserve(t *testing.T) {
 // reserve, until the file system has room for it twice over, and then
 // writes it again.
 func TestFullDiskSpendsReserve(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		cause error
 		spent bool

@@ -44,6 +44,7 @@ var syncWays = []struct {
 // written before it, and Write refuses a batch that does not continue the
 // written records.
 func TestWriteThenSync(t *testing.T) {
+	t.Parallel()
 	for _, way := range syncWays {
 		t.Run(way.name, func(t *testing.T) { testWriteThenSync(t, way.sync) })
 	}
@@ -84,6 +85,7 @@ func testWriteThenSync(t *testing.T, sync func(*Journal, uint64) error) {
 // while it ran are gone too), and leaves the journal writable at the first
 // unacknowledged index without a reopen.
 func TestSyncFailureCutsBack(t *testing.T) {
+	t.Parallel()
 	for _, way := range syncWays {
 		t.Run(way.name, func(t *testing.T) { testSyncFailureCutsBack(t, way.sync) })
 	}
@@ -151,6 +153,7 @@ func continuesAfterCut(t *testing.T, j *Journal, dir string, segSize int) {
 // cut the files back must not claim its records, even if its own
 // fdatasync succeeds.
 func TestSyncRacingRecovery(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	faults := &fault.Hooks{}
 	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 1 << 20, Faults: faults})
@@ -231,6 +234,7 @@ func (g *gate) hold(first func()) {
 // acknowledges under, the Sync below would wait for the held batch and the
 // test would never finish.
 func TestSyncAcknowledgesDuringWrite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, 1<<20)
 	defer j.Close()
@@ -263,6 +267,7 @@ func TestSyncAcknowledgesDuringWrite(t *testing.T) {
 // acknowledged, the files hold the acknowledged records only, and the
 // journal goes on at the first lost index.
 func TestSyncFailureDuringWrite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	faults := &fault.Hooks{}
 	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 1 << 20, Faults: faults})
@@ -301,6 +306,7 @@ func TestSyncFailureDuringWrite(t *testing.T) {
 // kernel allows io_uring), and DirectSync or NoSync opens none, so every
 // fdatasync then runs in the calling goroutine.
 func TestRingsFollowOptions(t *testing.T) {
+	t.Parallel()
 	probe, err := uring.New()
 	if err != nil {
 		t.Skipf("io_uring unavailable here: %v", err)
@@ -338,6 +344,7 @@ func TestRingsFollowOptions(t *testing.T) {
 // the directory fsync that makes a new segment durable (through the
 // journal's disk.FS), whose failure fails the commit that needs it.
 func TestFaultsStayWithTheirJournal(t *testing.T) {
+	t.Parallel()
 	faults := &fault.Hooks{}
 	mine, _ := openJournalOpts(t, filepath.Join(t.TempDir(), "journal"), Options{SegmentSize: 300, Faults: faults})
 	defer mine.Close()

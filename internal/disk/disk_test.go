@@ -12,6 +12,7 @@ import (
 )
 
 func TestLockIsExclusive(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "LOCK")
 	if held, err := Held(path); err != nil || held {
 		t.Fatalf("fresh path held=%v err=%v", held, err)
@@ -35,6 +36,7 @@ func TestLockIsExclusive(t *testing.T) {
 }
 
 func TestWriteAtomic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	os.WriteFile(path, []byte("old"), 0o644)
@@ -62,6 +64,7 @@ func TestWriteAtomic(t *testing.T) {
 // is a *NotDurableError naming the path (the new file is in place, and the
 // caller decides whether it may stay).
 func TestWriteAtomicSyncFailure(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name       string
 		failDir    bool   // the directory fsync fails, not the file's
@@ -112,6 +115,7 @@ func TestWriteAtomicSyncFailure(t *testing.T) {
 // the call, wrapped; the real disk (a zero FS, which the package functions
 // use) and any other FS never see that hook.
 func TestFSConsultsItsOwnFaults(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		call func(fsys FS, dir, file string) error

@@ -43,6 +43,7 @@ func tempFile(t *testing.T) *os.File {
 }
 
 func TestFdatasyncGoesThroughTheRing(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	f := tempFile(t)
 	for i := 1; i <= 3; i++ {
@@ -59,6 +60,7 @@ func TestFdatasyncGoesThroughTheRing(t *testing.T) {
 }
 
 func TestKernelErrorsReachTheCaller(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	// A descriptor the kernel refuses: the completion carries EBADF, which
 	// says nothing about "did not run", so it is returned as is.
@@ -71,6 +73,7 @@ func TestKernelErrorsReachTheCaller(t *testing.T) {
 }
 
 func TestOperationTheKernelDidNotRunRunsDirectly(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -94,6 +97,7 @@ func TestOperationTheKernelDidNotRunRunsDirectly(t *testing.T) {
 }
 
 func TestNilAndClosedRingsRunDirectly(t *testing.T) {
+	t.Parallel()
 	f := tempFile(t)
 	var nilRing *Ring
 	nilRing.Poll()
@@ -139,6 +143,7 @@ func (r *Ring) sleep(d time.Duration) (int32, error) {
 // goroutine waiting for the kernel is parked on a channel, not in a
 // system call holding its P.
 func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	done := make(chan int32)
 	go func() {
@@ -154,7 +159,7 @@ func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
 	// (a loaded machine shows it "runnable" before it reaches the channel).
 	var seen []string
 	for {
-		state := waiterState()
+		state := waiterState(t.Name())
 		if state == "chan receive" {
 			break
 		}
@@ -173,13 +178,15 @@ func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
 	}
 }
 
-// waiterState returns the state of the goroutine waiting in Ring.run, or
-// "" while there is none.
-func waiterState() string {
+// waiterState returns the state of the goroutine waiting in Ring.run that
+// the test function test started, or "" while there is none. Other tests'
+// waiters do not count: they run in parallel.
+func waiterState(test string) string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
+	creator := "created by github.com/keeppeek/statestore/internal/uring." + test + " in goroutine "
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "uring.(*Ring).run(") {
+		if !strings.Contains(g, "uring.(*Ring).run(") || !strings.Contains(g, creator) {
 			continue
 		}
 		head := g[:strings.IndexByte(g, '\n')] // goroutine N [state]:
@@ -191,6 +198,7 @@ func waiterState() string {
 // TestPollWakesTheWaiterWithoutTheReaper: under load the scheduler reads
 // the eventfd late, so callers' Poll must be enough on its own.
 func TestPollWakesTheWaiterWithoutTheReaper(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, false)
 	done := make(chan int32)
 	go func() {

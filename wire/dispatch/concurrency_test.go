@@ -56,6 +56,7 @@ func stallNextSync(t *testing.T, faults *fault.Hooks) (entered <-chan struct{}, 
 // The put is answered once its sync returns, and its update follows the
 // acknowledged one.
 func TestRequestsAnsweredWhileAPutWaitsForSync(t *testing.T) {
+	t.Parallel()
 	s, faults := openFaultyStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), alice)
 	const ns = "user/alice"
@@ -91,6 +92,7 @@ func TestRequestsAnsweredWhileAPutWaitsForSync(t *testing.T) {
 // read until the put is answered, so the answers come in that order. With
 // room for two, the get overtakes the put.
 func TestMaxInFlightStopsTheReading(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		maxInFlight int
 		first       uint64
@@ -122,6 +124,7 @@ func TestMaxInFlightStopsTheReading(t *testing.T) {
 // the peer's reading while the peer blocks on its writing, and every frame
 // is answered once the peer reads.
 func TestPeerThatWritesBeforeReading(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	conn, _ := rawSession(t, dispatch.New(s, dispatch.Options{}), alice, 0)
 	c := framing.NewConn[*pb.ServerMessage, *pb.ClientMessage](conn, 0, func() *pb.ServerMessage { return new(pb.ServerMessage) })
