@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -567,5 +568,106 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 	defer j2.Close()
 	if got := replayAll(t, j2); uint64(len(got)) != next-1 {
 		t.Fatalf("replay after the reopen returned %d records, want %d", len(got), next-1)
+	}
+}
+
+// TestPrewriteWriteFailureRests: a zero write that fails (a full disk, say)
+// costs no record: pre-writing stops for that segment, whatever wakes the
+// pre-writer afterwards, commits append as tidwall/wal alone would, and
+// the next segment is pre-written again.
+func TestPrewriteWriteFailureRests(t *testing.T) {
+	t.Parallel()
+	const seg = 16 << 10
+	var (
+		mu     sync.Mutex
+		writes = map[string]int{} // zero writes tried, by segment file
+		full   = true
+	)
+	s := &seams{}
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		writes[filepath.Base(f.Name())]++
+		if full {
+			return syscall.ENOSPC
+		}
+		return writeZerosAt(f, zeros, off)
+	})
+	tried := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return writes[name]
+	}
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: seg, seams: s})
+	defer j.Close()
+	first := lastSegment(t, dir)
+	if st := waitPrewriteIdle(t, j); st.PrewriteFailures != 1 || st.Prewritten != 0 {
+		t.Fatalf("after a failed zero write: PrewriteFailures %d, Prewritten %d; want 1 and 0", st.PrewriteFailures, st.Prewritten)
+	}
+	next := 1
+	for range 3 {
+		if _, err := j.Append(records(next, 5)); err != nil {
+			t.Fatalf("append after a failed zero write: %v", err)
+		}
+		next += 5
+		waitPrewriteIdle(t, j)
+	}
+	if n := tried(first.Name()); n != 1 {
+		t.Fatalf("%d zero writes tried on the segment where one failed, want that one only", n)
+	}
+	j.mu.Lock()
+	recordBytes := j.tailBytes
+	j.mu.Unlock()
+	if size := fileSize(t, first.Path); size != recordBytes {
+		t.Fatalf("tail file is %d bytes, want its %d bytes of records only", size, recordBytes)
+	}
+
+	mu.Lock()
+	full = false
+	mu.Unlock()
+	for lastSegment(t, dir).Start == first.Start {
+		if _, err := j.Append(records(next, 5)); err != nil {
+			t.Fatal(err)
+		}
+		next += 5
+	}
+	if st := waitPrewriteIdle(t, j); st.Prewritten == 0 || tried(lastSegment(t, dir).Name()) == 0 {
+		t.Fatalf("the next segment was not pre-written: Prewritten %d", st.Prewritten)
+	}
+	if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, next-1)) {
+		t.Fatalf("replay returned %d records, want %d", len(got), next-1)
+	}
+}
+
+// TestNoPrewriteKeepsTailAppendOnly: with Options.NoPrewrite no pre-writer
+// runs, no zero is written, and the tail file only ever holds records.
+func TestNoPrewriteKeepsTailAppendOnly(t *testing.T) {
+	t.Parallel()
+	var zeroWrites atomic.Int64
+	s := &seams{}
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+		zeroWrites.Add(1)
+		return writeZerosAt(f, zeros, off)
+	})
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 4096, NoPrewrite: true, seams: s})
+	defer j.Close()
+	if j.pre.stop != nil {
+		t.Fatal("a pre-writer was started under NoPrewrite")
+	}
+	for i := 1; i <= 60; i += 3 {
+		if _, err := j.Append(records(i, 3)); err != nil {
+			t.Fatal(err)
+		}
+		j.mu.Lock()
+		recordBytes := j.tailBytes
+		j.mu.Unlock()
+		if size := fileSize(t, lastSegment(t, dir).Path); size != recordBytes || j.Stats().Prewritten != 0 {
+			t.Fatalf("after record %d: tail file %d bytes for %d bytes of records, Prewritten %d", i+2, size, recordBytes, j.Stats().Prewritten)
+		}
+	}
+	if n := zeroWrites.Load(); n != 0 {
+		t.Fatalf("%d zero writes under NoPrewrite", n)
 	}
 }

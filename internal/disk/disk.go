@@ -1,18 +1,33 @@
 // Package disk holds the few file-system primitives the store's durability
 // rests on: an exclusive flock'd LOCK file, fsync of a directory, and atomic
-// replacement of a file.
+// replacement of a file, each an FS method so a store under test carries
+// fault seams of its own (the package functions are the real disk).
 //
-// Invariants:
-//   - A Lock is held by at most one process at a time; the kernel releases it
-//     when the holder dies, so a SIGKILLed store never leaves a stale lock.
-//   - After SyncDir(dir) returns nil, every create, rename and remove in dir
-//     that happened before the call survives a power loss.
-//   - WriteAtomic leaves either the old file or the complete new one, never a
-//     mix, and returns nil only after the new file and its directory entry
+// # Invariants
+//
+//  1. A Lock is held by at most one process at a time; the kernel releases
+//     it when the holder dies, so a SIGKILLed store never leaves a stale
+//     lock.
+//     Code: LockFile, Lock.Release, Held.
+//     Tests: TestLockIsExclusive, TestLockReleasedWhenHolderDies.
+//  2. After SyncDir(dir) returns nil, every create, rename and remove in dir
+//     that happened before the call survives a power loss: the directory
+//     itself is fsynced, and a failed fsync is returned, never dropped.
+//     Code: FS.SyncDir.
+//     Tests: TestFSConsultsItsOwnFaults, TestWriteAtomicSyncFailure.
+//  3. WriteAtomic leaves either the old file or the complete new one, never
+//     a mix, and returns nil only after the new file and its directory entry
 //     are durable. When only the final directory fsync fails, the new file
 //     is in place but may not survive a crash: that error is a
 //     *NotDurableError, so a caller that must not rely on the file can
 //     remove it.
+//     Code: FS.WriteAtomicPerm, NotDurableError.
+//     Tests: TestWriteAtomic, TestWriteAtomicSyncFailure.
+//  4. Every fsync an FS issues runs its Faults' DiskSync hook first, with the
+//     path being made durable, and fails with the hook's error; the zero FS,
+//     and any other FS, never run that hook.
+//     Code: FS.SyncDir, FS.SyncFile, FS.Truncate, FS.WriteAtomicPerm.
+//     Tests: TestFSConsultsItsOwnFaults.
 package disk
 
 import (

@@ -1,9 +1,12 @@
 package disk
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -162,4 +165,62 @@ func TestFSConsultsItsOwnFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockHolderEnv names the LOCK file a re-executed test binary holds for
+// TestLockReleasedWhenHolderDies.
+const lockHolderEnv = "KEEPPEEK_DISK_TEST_HOLD_LOCK"
+
+// TestLockReleasedWhenHolderDies: a LOCK held by another process refuses
+// this one, and once that process is killed (no Release, no cleanup) the
+// kernel has dropped its lock, so the next opener takes it: a SIGKILLed
+// store never leaves a stale lock.
+func TestLockReleasedWhenHolderDies(t *testing.T) {
+	if path := os.Getenv(lockHolderEnv); path != "" {
+		// The holder: take the lock, say so, and wait to be killed.
+		if _, err := LockFile(path); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("locked")
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "LOCK")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockReleasedWhenHolderDies$")
+	cmd.Env = append(os.Environ(), lockHolderEnv+"="+path)
+	stdin, err := cmd.StdinPipe() // kept open: the holder waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("holder process: %q %v", line, err)
+	}
+	if held, err := Held(path); err != nil || !held {
+		t.Fatalf("Held while another process holds the lock: %v %v", held, err)
+	}
+	if _, err := LockFile(path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("LockFile while another process holds it: %v, want ErrLocked", err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	l, err := LockFile(path)
+	if err != nil {
+		t.Fatalf("LockFile after the holder was killed: %v", err)
+	}
+	l.Release()
 }

@@ -16,6 +16,21 @@
 // written by WriteAtomic, named by its destination path, a file Truncate
 // or SyncFile syncs, and every directory SyncDir syncs, the journal's
 // included).
+//
+// # Invariants
+//
+//  1. A hook fails only its own seam of its own Hooks: tests that fail
+//     their own stores' disks never see each other's failures.
+//     Code: Hooks, slot.run.
+//     Tests: TestHooksAreIndependent.
+//  2. A nil or zero Hooks injects nothing, and a restore function puts back
+//     exactly the hook its Set replaced, so nested installs unwind in order.
+//     Code: Hooks.Sync, Hooks.PrewriteSync, Hooks.DiskSync, slot.set.
+//     Tests: TestHooksInstallAndRestore.
+//  3. Installing, replacing and restoring a hook while other goroutines run
+//     it is free of data races: each seam is one atomic pointer.
+//     Code: slot.set, slot.run.
+//     Tests: TestHooksSetWhileRunning.
 package fault
 
 import "sync/atomic"

@@ -224,3 +224,91 @@ func TestPollWakesTheWaiterWithoutTheReaper(t *testing.T) {
 		}
 	}
 }
+
+// queuedInRun reports whether a goroutine that the test function test
+// started waits for the ring's mutex in Ring.run.
+func queuedInRun(test string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	creator := "created by github.com/keeppeek/statestore/internal/uring." + test + " in goroutine "
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "uring.(*Ring).run(") && strings.Contains(g, creator) && strings.Contains(g, "[sync.Mutex.Lock") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOneOperationInFlight: while one operation is in flight, a second
+// caller queues on the ring's mutex instead of submitting, and returns
+// only after the first completed.
+func TestOneOperationInFlight(t *testing.T) {
+	t.Parallel()
+	r := newTestRing(t, true)
+	f := tempFile(t)
+	done := make(chan string, 2)
+	go func() {
+		if _, err := r.sleep(500 * time.Millisecond); err != nil {
+			t.Error(err)
+		}
+		done <- "timeout"
+	}()
+	for waiterState(t.Name()) != "chan receive" {
+		runtime.Gosched()
+	}
+	go func() {
+		if err := r.Fdatasync(f); err != nil {
+			t.Error(err)
+		}
+		done <- "fdatasync"
+	}()
+	for !queuedInRun(t.Name()) {
+		select {
+		case what := <-done:
+			t.Fatalf("%s finished before the second caller was seen queued", what)
+		default:
+		}
+		runtime.Gosched()
+	}
+	if first, second := <-done, <-done; first != "timeout" || second != "fdatasync" {
+		t.Fatalf("operations finished in the order %s, %s: the second did not wait for the first", first, second)
+	}
+	if r.seq != 2 {
+		t.Fatalf("the ring submitted %d operations, want 2", r.seq)
+	}
+}
+
+// TestDescriptorHeldUntilTheOperationEnds: a file closed while its
+// Fdatasync waits for the ring keeps its descriptor number until the
+// operation ran, so a file opened meanwhile cannot be given that number
+// (and synced in its place).
+func TestDescriptorHeldUntilTheOperationEnds(t *testing.T) {
+	t.Parallel()
+	r := newTestRing(t, true)
+	f := tempFile(t)
+	fd := f.Fd()
+	r.mu.Lock() // the ring is busy: Fdatasync waits inside Ring.run
+	synced := make(chan error, 1)
+	go func() { synced <- r.Fdatasync(f) }()
+	for !queuedInRun(t.Name()) {
+		runtime.Gosched()
+	}
+	if err := f.Close(); err != nil {
+		r.mu.Unlock()
+		t.Fatal(err)
+	}
+	other, err := os.Open(f.Name())
+	if err != nil {
+		r.mu.Unlock()
+		t.Fatal(err)
+	}
+	defer other.Close()
+	reused := other.Fd() == fd
+	r.mu.Unlock()
+	if err := <-synced; err != nil {
+		t.Fatalf("Fdatasync of the file closed meanwhile: %v", err)
+	}
+	if reused {
+		t.Fatalf("descriptor %d was reused while an operation on it waited", fd)
+	}
+}
