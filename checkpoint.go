@@ -68,7 +68,8 @@ const keepCheckpoints = 2
 // checkpointer writes the store's checkpoint images and retires the
 // journal they cover.
 type checkpointer struct {
-	root    string // Dir/state-store, where the images live
+	root    string  // Dir/state-store, where the images live
+	fs      disk.FS // the store's disk, with its fault seams
 	jnl     *journal.Journal
 	home    *journalBackend
 	clock   clock.Clock
@@ -159,7 +160,7 @@ func (c *checkpointer) writeLocked() (err error) {
 	v, idx := c.home.snapshot()
 	defer func() { c.metrics.checkpointed(idx, start, c.clock.Now(), err) }()
 	name := checkpoint.Name(idx)
-	if _, err := checkpoint.WriteFile(filepath.Join(c.root, name), v, idx, c.clock.Now().UnixMilli()); err != nil {
+	if _, err := checkpoint.WriteFileFS(c.fs, filepath.Join(c.root, name), v, idx, c.clock.Now().UnixMilli()); err != nil {
 		// The journal keeps every record (nothing is pruned), so the
 		// store goes on serving; the next checkpoint tries again.
 		return &Error{Code: Storage, Field: "checkpoint",
@@ -212,7 +213,7 @@ func (c *checkpointer) restore(v *materialize.View) error {
 	defer c.mu.Unlock()
 	idx := c.jnl.LastIndex()
 	path := filepath.Join(c.root, checkpoint.Name(idx))
-	if _, err := checkpoint.WriteFile(path, v, idx, c.clock.Now().UnixMilli()); err != nil {
+	if _, err := checkpoint.WriteFileFS(c.fs, path, v, idx, c.clock.Now().UnixMilli()); err != nil {
 		return wrapErr(Storage, "checkpoint", err)
 	}
 	// From here the restored image is the newest and wins at open;
@@ -226,7 +227,7 @@ func (c *checkpointer) restore(v *materialize.View) error {
 		}
 	}
 	if err == nil {
-		err = disk.SyncDir(c.root)
+		err = c.fs.SyncDir(c.root)
 	}
 	if err == nil {
 		err = c.jnl.TruncateFront(idx + 1)

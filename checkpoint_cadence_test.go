@@ -21,7 +21,8 @@ func TestCheckpointSpacingFollowsWritesDuringOne(t *testing.T) {
 	const ckptBytes = 8 << 10
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	defer fault.SetDiskSync(func(path string) error {
+	faults := &fault.Hooks{}
+	defer faults.SetDiskSync(func(path string) error {
 		if _, ok := checkpoint.ParseName(filepath.Base(path)); ok {
 			once.Do(func() {
 				close(entered)
@@ -30,7 +31,7 @@ func TestCheckpointSpacingFollowsWritesDuringOne(t *testing.T) {
 		}
 		return nil
 	})()
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = ckptBytes })
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.Faults = ckptBytes, faults })
 	doc := testdoc.MediaIntent(specDocBytes, 1)
 	n := 0
 	put := func() {

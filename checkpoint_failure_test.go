@@ -36,7 +36,8 @@ func TestCheckpointSyncFailure(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1; o.SegmentSize = 4096 })
+			faults := &fault.Hooks{}
+			f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1; o.SegmentSize = 4096; o.Faults = faults })
 			root := filepath.Join(f.dir, statestore.StoreDirName)
 			const ns = "group/ckpt"
 			for i := range 40 {
@@ -51,7 +52,7 @@ func TestCheckpointSyncFailure(t *testing.T) {
 			}
 			journalFirst := f.journalFirst()
 			var injected atomic.Int64
-			restore := fault.SetDiskSync(func(path string) error {
+			restore := faults.SetDiskSync(func(path string) error {
 				if c.fails(root, path) {
 					injected.Add(1)
 					return syscall.EIO
@@ -106,10 +107,11 @@ func TestCheckpointSyncFailure(t *testing.T) {
 // TestBackgroundCheckpointFailureKeepsServing: automatic checkpoints that
 // keep failing on fsync never fail or delay a write, and leave no image.
 func TestBackgroundCheckpointFailureKeepsServing(t *testing.T) {
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = 2048 })
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.Faults = 2048, faults })
 	root := filepath.Join(f.dir, statestore.StoreDirName)
 	var injected atomic.Int64
-	defer fault.SetDiskSync(func(path string) error {
+	defer faults.SetDiskSync(func(path string) error {
 		if strings.HasPrefix(filepath.Base(path), "checkpoint-") {
 			injected.Add(1)
 			return syscall.EIO

@@ -24,14 +24,15 @@ import (
 // memory or after reopen), the store keeps accepting writes without a
 // restart, and memory equals what reopening replays.
 func TestSyncFailureMidPipeline(t *testing.T) {
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.Faults = -1, faults })
 	const (
 		ns      = "group/pipeline"
 		writers = 16
 		rounds  = 40
 	)
 	var syncs, failed atomic.Int64
-	restore := fault.SetSync(func(string) error {
+	restore := faults.SetSync(func(string) error {
 		if n := syncs.Add(1); n%5 == 0 && failed.Load() < 4 {
 			failed.Add(1)
 			return syscall.EIO
@@ -113,10 +114,11 @@ func TestSyncFailureMidPipeline(t *testing.T) {
 // nothing behind in memory or on disk, and the next write proceeds
 // without a restart.
 func TestSyncFailureLoneWriter(t *testing.T) {
-	f := newFixture(t)
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.Faults = faults })
 	const ns = "user/alice"
 	first := f.mustPut(alice, ns, "kept", docN(1))
-	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	restore := faults.SetSync(func(string) error { return syscall.EIO })
 	_, err := f.put(alice, ns, "lost", docN(2), statestore.Expect{})
 	restore()
 	wantCode(t, err, statestore.Storage, "journal")
@@ -147,7 +149,8 @@ func TestSyncFailureLoneWriter(t *testing.T) {
 // sync ends are admitted then, so three fdatasyncs cover every write.
 func TestWritesPipelineBehindSync(t *testing.T) {
 	// The hook counts and stalls commit fdatasyncs: no pre-writer syncs.
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.NoPrewrite = -1, true })
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.NoPrewrite, o.Faults = -1, true, faults })
 	const ns, later = "group/pipeline", 64
 	entered, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
@@ -155,7 +158,7 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 	// leaves Close waiting on the stalled fdatasync.
 	defer releaseOnce.Do(func() { close(release) })
 	var syncs atomic.Int64
-	defer fault.SetSync(func(string) error {
+	defer faults.SetSync(func(string) error {
 		if syncs.Add(1) == 1 {
 			close(entered)
 			<-release
@@ -219,13 +222,14 @@ func TestWritesPipelineBehindSync(t *testing.T) {
 // cut from the journal, so no later successful sync or replay can count
 // them, and the next write reuses its revision.
 func TestSyncFailureCrashCopy(t *testing.T) {
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.Faults = -1, faults })
 	const ns = "user/alice"
 	for i := range 5 {
 		f.mustPut(alice, ns, fmt.Sprintf("kept-%d", i), docN(i))
 	}
 	before := f.s.Namespace(ns)
-	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	restore := faults.SetSync(func(string) error { return syscall.EIO })
 	_, err := f.put(alice, ns, "lost", docN(9), statestore.Expect{})
 	restore()
 	wantCode(t, err, statestore.Storage, "journal")

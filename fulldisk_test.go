@@ -286,7 +286,8 @@ func TestOpenOnFullDiskSpendsReserveForPurge(t *testing.T) {
 // never at once in a loop; once the disk accepts, the EXPIRE commits and
 // reaches the watcher.
 func TestExpiryRetryWaitsOnTheClock(t *testing.T) {
-	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.Faults = -1, faults })
 	const ns = "service/leases"
 	lease, err := f.lease(admin, ns, "holder", statestore.CreateOnly, 5*time.Second)
 	if err != nil {
@@ -301,7 +302,7 @@ func TestExpiryRetryWaitsOnTheClock(t *testing.T) {
 		attempts []time.Time // fake time of each journal fdatasync
 	)
 	tried := make(chan struct{}, 1000)
-	t.Cleanup(fault.SetSync(func(path string) error {
+	t.Cleanup(faults.SetSync(func(path string) error {
 		if filepath.Base(path) == journal.FloorFile {
 			return nil
 		}

@@ -66,7 +66,7 @@ func open(s *Store) error {
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return err
 	}
-	if err := disk.SyncDir(s.opts.Dir); err != nil {
+	if err := (disk.FS{Faults: s.opts.Faults}).SyncDir(s.opts.Dir); err != nil {
 		return err
 	}
 	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
@@ -80,7 +80,7 @@ func open(s *Store) error {
 	}
 	jnl, cut, err := journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 		SegmentSize: s.opts.SegmentSize, Limits: s.chk.JournalLimits(), NoSync: s.opts.NoSync,
-		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes,
+		NoPrewrite: s.opts.NoPrewrite, DirectSync: s.opts.DirectSync, QuarantineDir: filepath.Join(s.root, "quarantine"), Floor: floor, ReserveBytes: s.opts.ReserveBytes, Faults: s.opts.Faults,
 	})
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func open(s *Store) error {
 func assemble(s *Store, st *recovery.State) {
 	s.home = &journalBackend{index: s.jnl.LastIndex()}
 	s.home.view.Store(st.View)
-	s.ckpt = &checkpointer{root: s.root, jnl: s.jnl, home: s.home, clock: s.clock, log: s.log, metrics: s.metrics,
+	s.ckpt = &checkpointer{root: s.root, fs: disk.FS{Faults: s.opts.Faults}, jnl: s.jnl, home: s.home, clock: s.clock, log: s.log, metrics: s.metrics,
 		every: s.opts.CheckpointBytes, unloadable: map[string]bool{}}
 	for _, path := range st.Unloadable {
 		s.ckpt.unloadable[path] = true

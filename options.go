@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
@@ -62,4 +63,8 @@ type Options struct {
 	// "Full disk" in the package documentation); 0 means
 	// journal.DefaultReserveBytes, negative keeps none.
 	ReserveBytes int64
+	// Faults is a test seam of this module: the hooks every fsync of this
+	// store consults first (its journal's, its checkpoints', its directory
+	// syncs), so a test fails one store's disk and no other. nil in real use.
+	Faults *fault.Hooks
 }

@@ -125,7 +125,7 @@ func TestStatsRefusedByCode(t *testing.T) {
 			return err
 		}},
 		{statestore.Storage, nil, func(f *fixture) error {
-			defer fault.SetSync(func(string) error { return syscall.EIO })()
+			defer f.opts.Faults.SetSync(func(string) error { return syscall.EIO })()
 			_, err := f.put(alice, "user/alice", "k2", doc, statestore.Expect{})
 			return err
 		}},
@@ -136,6 +136,7 @@ func TestStatsRefusedByCode(t *testing.T) {
 				if c.limit != nil {
 					c.limit(&o.Limits)
 				}
+				o.Faults = &fault.Hooks{}
 			})
 			f.mustPut(alice, "user/alice", "k", doc)
 			before := f.s.Stats()
@@ -161,10 +162,11 @@ func TestStatsRefusedByCode(t *testing.T) {
 // journal failure, and the write it fails counts as STORAGE, not as a
 // commit.
 func TestStatsFailedSync(t *testing.T) {
-	f := newFixture(t)
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.Faults = faults })
 	f.mustPut(alice, "user/alice", "k", docN(1))
 	before := f.s.Stats()
-	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	restore := faults.SetSync(func(string) error { return syscall.EIO })
 	_, err := f.put(alice, "user/alice", "k", docN(2), statestore.Expect{})
 	restore()
 	wantCode(t, err, statestore.Storage, "journal")

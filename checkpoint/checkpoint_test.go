@@ -19,6 +19,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	emptied := newBuilder(t)
 	emptied.put("user/x", "k", schemaMI, "x", 0, []byte(`{}`))
 	emptied.put("user/x", "k", schemaMI, "x", 0, []byte(`{"v":2}`))
@@ -71,6 +72,7 @@ func TestRoundTrip(t *testing.T) {
 // 128 KiB). The options are not part of the format: that image must keep
 // decoding, to the view it was taken from.
 func TestDecodesEarlierEncoderOptions(t *testing.T) {
+	t.Parallel()
 	h, v, err := ReadFile(filepath.Join("testdata", "cas127-1mib-window.ckpt"), testLimits)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +84,7 @@ func TestDecodesEarlierEncoderOptions(t *testing.T) {
 }
 
 func TestRoundTripKeepsEmptiedNamespace(t *testing.T) {
+	t.Parallel()
 	img := encode(t, sampleView(t), 1, 1)
 	_, v, err := Decode(bytes.NewReader(img), testLimits)
 	if err != nil {
@@ -98,6 +101,7 @@ func TestRoundTripKeepsEmptiedNamespace(t *testing.T) {
 // A decoded document shares one buffer with its neighbours; appending to it
 // must copy, never overwrite the next entry.
 func TestDecodedDocumentsAreCapacityLimited(t *testing.T) {
+	t.Parallel()
 	v := fullView(t, 10, 200)
 	_, got, err := Decode(bytes.NewReader(encode(t, v, 1, 1)), testLimits)
 	if err != nil {
@@ -110,6 +114,7 @@ func TestDecodedDocumentsAreCapacityLimited(t *testing.T) {
 }
 
 func TestConcurrentDecode(t *testing.T) {
+	t.Parallel()
 	v := sampleView(t)
 	img := encode(t, v, 1, 1)
 	var wg sync.WaitGroup
@@ -136,6 +141,7 @@ func TestConcurrentDecode(t *testing.T) {
 // goroutines; images of different sizes going through them concurrently
 // must come out as they do one at a time.
 func TestConcurrentEncode(t *testing.T) {
+	t.Parallel()
 	views := []*materialize.View{sampleView(t), fullView(t, 150, 2193), fullView(t, 700, 1500), materialize.New()}
 	want := make([][]byte, len(views))
 	for i, v := range views {
@@ -190,6 +196,7 @@ func setHeader(img []byte, off int, size int, v uint64) []byte {
 }
 
 func TestCorruptHeader(t *testing.T) {
+	t.Parallel()
 	img := encode(t, sampleView(t), 9, 9)
 	flip := func(off int) []byte { b := bytes.Clone(img); b[off] ^= 0x40; return b }
 	withLim := func(f func(*Limits)) Limits { l := testLimits; f(&l); return l }
@@ -254,6 +261,7 @@ func (r *failReader) Read(p []byte) (int, error) {
 // header declaring a billion entries (and a body to match) costs one
 // 64-byte read.
 func TestLimitsBeforeBody(t *testing.T) {
+	// Serial: it reads the process's TotalAlloc, which other tests raise.
 	h := fileHeader{Header: Header{Version: FormatVersion, Index: 1, Namespaces: 1, Entries: 1_000_000_000, Bytes: 1 << 40}}
 	h.rawLen = bodyBound(&h.Header, testLimits)
 	h.compLen = h.rawLen / 100
@@ -279,6 +287,7 @@ func TestLimitsBeforeBody(t *testing.T) {
 }
 
 func TestTruncated(t *testing.T) {
+	t.Parallel()
 	img := encode(t, sampleView(t), 3, 3)
 	dir := t.TempDir()
 	for n := 0; n < len(img); n += 1 + n/64 {
@@ -306,6 +315,7 @@ func TestTruncated(t *testing.T) {
 
 // Every byte of the image matters: a flipped byte anywhere is refused.
 func TestFlippedByte(t *testing.T) {
+	t.Parallel()
 	img := encode(t, sampleView(t), 3, 3)
 	for off := range img {
 		b := bytes.Clone(img)
@@ -330,6 +340,7 @@ func TestFlippedByte(t *testing.T) {
 }
 
 func TestTrailingGarbage(t *testing.T) {
+	t.Parallel()
 	img := encode(t, sampleView(t), 3, 3)
 	for _, extra := range []string{"\x00", "garbage", strings.Repeat("\x00", 4096)} {
 		b := append(bytes.Clone(img), extra...)
@@ -347,6 +358,7 @@ func TestTrailingGarbage(t *testing.T) {
 
 // Bodies that pass every CRC but disagree with the header or themselves.
 func TestInconsistentBody(t *testing.T) {
+	t.Parallel()
 	ns := func(name string, rev uint64, entries uint32, n uint64) rawNS { return rawNS{name, rev, entries, n} }
 	ent := func(nsName, key string, rev uint64, doc string) rawEnt {
 		return rawEnt{ns: nsName, key: key, schema: schemaMI, owner: "o", rev: rev, created: 1, updated: 2, doc: doc}
@@ -422,6 +434,7 @@ func TestInconsistentBody(t *testing.T) {
 }
 
 func TestEncodeRefusesBrokenViews(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ns   map[string]materialize.Namespace
@@ -456,6 +469,7 @@ func (w *errWriter) Write(p []byte) (int, error) {
 }
 
 func TestEncodeWriteError(t *testing.T) {
+	t.Parallel()
 	if _, err := Encode(&errWriter{n: 0}, sampleView(t), 1, 1); !errors.Is(err, io.ErrShortWrite) {
 		t.Fatalf("write failing: error %v", err)
 	}
@@ -476,6 +490,8 @@ func TestEncodeWriteError(t *testing.T) {
 // mid-frame; the next Encode with that encoder must give the same bytes a
 // fresh one does, or images would stop being canonical.
 func TestEncodeAfterFailureIsCanonical(t *testing.T) {
+	// Serial: it drains the package's encoder pool (encStates), which
+	// parallel encodes would refill.
 	docs := 0
 	var ents []*materialize.Entry
 	for i := range 150 {
@@ -507,6 +523,7 @@ func TestEncodeAfterFailureIsCanonical(t *testing.T) {
 }
 
 func TestErrorText(t *testing.T) {
+	t.Parallel()
 	e := &Error{Path: "/s/checkpoint-00000000000000000007.ckpt", Offset: 60, Field: "header crc", Reason: "stored 1, computed 2", Err: ErrCorrupt}
 	want := "checkpoint /s/checkpoint-00000000000000000007.ckpt: header crc: stored 1, computed 2 (file offset 60)"
 	if e.Error() != want {
@@ -519,6 +536,7 @@ func TestErrorText(t *testing.T) {
 }
 
 func TestSaturating(t *testing.T) {
+	t.Parallel()
 	if satMul(math.MaxUint32+1, math.MaxUint32+1) != math.MaxUint64 || satAdd(math.MaxUint64, 1) != math.MaxUint64 || satMul(3, 4) != 12 {
 		t.Fatal("saturating arithmetic wraps")
 	}
@@ -533,6 +551,7 @@ func TestSaturating(t *testing.T) {
 // behind a valid CRC) stops at the declared length: decoding it allocates
 // about what the header declared, not what the frame would produce.
 func TestDecompressionBounded(t *testing.T) {
+	// Serial: it reads the process's TotalAlloc, which other tests raise.
 	var ents []rawEnt
 	for i := range 100 {
 		ents = append(ents, rawEnt{ns: "a", key: fmt.Sprintf("k%03d", i), rev: 1, doc: string(testdoc.MediaIntent(1000, i))})

@@ -72,11 +72,15 @@
 //
 // # Invariants
 //
-//   - Canonical: the order of records is fixed by the view, and the zstd
+//  1. Canonical: the order of records is fixed by the view, and the zstd
 //     encoder runs with fixed options, so encoding the same view at the same
-//     index and time twice gives identical bytes. Decode enforces the order,
-//     which also rules out duplicate namespaces and entries.
-//   - Bounded before allocated: Decode checks the header's counts and body
+//     index and time twice gives identical bytes, even after an Encode that
+//     failed half-way left a pooled encoder mid-frame. Decode enforces the
+//     order, which also rules out duplicate namespaces and entries.
+//     Code: Encode, newEncoder, getEncState, putEncState, parseBody.
+//     Tests: TestRoundTrip, TestConcurrentEncode,
+//     TestEncodeAfterFailureIsCanonical, TestSeedCorpus, TestInconsistentBody.
+//  2. Bounded before allocated: Decode checks the header's counts and body
 //     lengths against Limits before it reads the body, and refuses a
 //     compressed length larger than zstd could ever need for the declared
 //     uncompressed length. Decompression writes into one buffer of the
@@ -85,20 +89,30 @@
 //     per-record length is checked against Limits and against the bytes left
 //     before anything is sliced. A hostile header can make Decode allocate
 //     no more than Limits allow.
-//   - Exact: the body holds exactly the records the header counts, the
+//     Code: checkLimits, bodyBound, maxCompressed, decompress, parseBody.
+//     Tests: TestLimitsBeforeBody, TestDecompressionBounded,
+//     TestCorruptHeader, FuzzDecode.
+//  3. Exact: the body holds exactly the records the header counts, the
 //     documents add up to the header's byte count, every namespace's counters
 //     equal its entries, and every entry's revision lies in 1 ..= its
 //     namespace's revision; materialize.Restore checks the last two again
 //     when it builds the view.
-//   - Typed failures: every refusal is an *Error naming the field, wrapping
+//     Code: parseBody, materialize.Restore.
+//     Tests: TestInconsistentBody, TestTrailingGarbage, FuzzDecodeBody.
+//  4. Typed failures: every refusal is an *Error naming the field, wrapping
 //     ErrCorrupt (damaged or inconsistent bytes), ErrVersion (written by a
 //     newer format) or ErrLimits (valid, but beyond the caller's bounds).
-//   - Atomic files: WriteFile goes through disk.WriteAtomic, so a crash
+//     Code: Error, corrupt, overLimit, ErrCorrupt, ErrVersion, ErrLimits.
+//     Tests: TestCorruptHeader, TestTruncated, TestFlippedByte,
+//     TestErrorText.
+//  5. Atomic files: WriteFile goes through disk.WriteAtomic, so a crash
 //     leaves the previous file or the complete new one, and List ignores the
 //     temporaries a crash can leave behind. A WriteFile that fails leaves no
 //     image at its path, even when only the final directory fsync failed
 //     (the renamed image is removed): an image is on disk only if every
 //     fsync that makes it durable succeeded.
+//     Code: WriteFileFS, List, disk.FS.WriteAtomic.
+//     Tests: TestWriteFile, TestWriteFileFsyncFailureLeavesNoImage, TestList.
 //
 // Decoded entries share storage: every Document is a capacity-limited slice
 // of one buffer holding the decompressed body, and the entries themselves

@@ -96,8 +96,14 @@ func List(dir string) ([]File, error) {
 // for what a failed one dropped), and an image nobody may trust must not
 // be loaded by the next Open or counted by the store's pruning.
 func WriteFile(path string, v *materialize.View, index uint64, timeMs int64) (Header, error) {
+	return WriteFileFS(disk.FS{}, path, v, index, timeMs)
+}
+
+// WriteFileFS is WriteFile through fsys, so the fsyncs of a store's
+// checkpoints consult that store's fault seams (disk.FS.Faults).
+func WriteFileFS(fsys disk.FS, path string, v *materialize.View, index uint64, timeMs int64) (Header, error) {
 	var h Header
-	err := disk.WriteAtomic(path, func(w io.Writer) error {
+	err := fsys.WriteAtomic(path, func(w io.Writer) error {
 		var err error
 		h, err = Encode(w, v, index, timeMs)
 		return err
@@ -110,7 +116,7 @@ func WriteFile(path string, v *materialize.View, index uint64, timeMs int64) (He
 			// Best effort: if this fsync fails too, a crash may bring
 			// the image back, complete (its data was fsynced), which is
 			// no worse than a checkpoint that succeeded.
-			_ = disk.SyncDir(filepath.Dir(path))
+			_ = fsys.SyncDir(filepath.Dir(path))
 		}
 	}
 	if err != nil {

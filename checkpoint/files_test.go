@@ -7,12 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
+	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/materialize"
 )
 
 func TestNames(t *testing.T) {
+	t.Parallel()
 	for _, index := range []uint64{0, 1, 42, 1 << 40, math.MaxUint64} {
 		name := Name(index)
 		if len(name) != len("checkpoint-")+20+len(".ckpt") {
@@ -39,6 +43,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, name := range []string{
 		Name(30), Name(2), Name(1 << 33),
@@ -86,6 +91,7 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 func TestWriteFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	v := sampleView(t)
 	path := filepath.Join(dir, Name(17))
@@ -140,5 +146,53 @@ func TestWriteFile(t *testing.T) {
 
 	if _, _, err := ReadFile(filepath.Join(dir, "missing"), testLimits); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestWriteFileFsyncFailureLeavesNoImage: when an fsync that makes the
+// image durable fails, the file's or the directory's after the rename,
+// WriteFileFS answers the failure and leaves neither the image nor a
+// temporary: an image nobody may trust must not be loaded or counted.
+func TestWriteFileFsyncFailureLeavesNoImage(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		dir  bool // the directory's fsync fails, not the file's
+	}{
+		{"fsync of the image file", false},
+		{"fsync of the directory after the rename", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, Name(21))
+			target := path
+			if c.dir {
+				target = dir
+			}
+			faults := &fault.Hooks{}
+			var injected int
+			faults.SetDiskSync(func(p string) error {
+				if p == target && injected == 0 {
+					injected++
+					return syscall.EIO
+				}
+				return nil
+			})
+			_, err := WriteFileFS(disk.FS{Faults: faults}, path, sampleView(t), 21, 5)
+			if !errors.Is(err, syscall.EIO) || injected != 1 {
+				t.Fatalf("WriteFileFS with a failing fsync: %v (%d failures injected), want EIO", err, injected)
+			}
+			if names := dirNames(t, dir); len(names) != 0 {
+				t.Fatalf("directory holds %v after the failed write, want nothing", names)
+			}
+			// The same FS, the disk healthy again, writes the image.
+			if _, err := WriteFileFS(disk.FS{Faults: faults}, path, sampleView(t), 21, 5); err != nil {
+				t.Fatal(err)
+			}
+			if names := dirNames(t, dir); !reflect.DeepEqual(names, []string{Name(21)}) {
+				t.Fatalf("directory holds %v, want the image", names)
+			}
+		})
 	}
 }

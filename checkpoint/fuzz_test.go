@@ -109,6 +109,7 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite the seed corpus un
 // with -update-corpus. Checked-in seeds let `go test` replay them on every
 // run, and give the fuzzer real images to mutate.
 func TestSeedCorpus(t *testing.T) {
+	t.Parallel()
 	for name, v := range seedViews(t) {
 		raw, h := rawOf(t, v)
 		files := map[string]string{

@@ -52,7 +52,7 @@
 //
 // # Invariants
 //
-//   - A record is acknowledged (LastIndex) only once an fsync covered it:
+//  1. A record is acknowledged (LastIndex) only once an fsync covered it:
 //     Write hands a batch to the page cache, Sync fdatasyncs the tail
 //     segment through a descriptor of its own, outside every lock, so the
 //     next batch can be written meanwhile. Append is Write then Sync. The
@@ -62,18 +62,32 @@
 //     or an earlier Sync fsyncs the directory), Write itself acknowledges
 //     everything written, and a Sync up to it does no I/O. A batch that
 //     continues into the next segment is acknowledged whole, by a Sync.
-//   - A Sync that acknowledges records in a segment file created since
+//     Code: Journal.Write, Journal.Sync, Journal.sync, Journal.syncFileLocked,
+//     Journal.Append.
+//     Tests: TestWriteThenSync, TestSyncAcknowledgesDuringWrite,
+//     TestNewSegmentDirectoryIsSynced, TestSealAcknowledgesWholeBatchesOnly.
+//  2. A Sync that acknowledges records in a segment file created since
 //     the previous Sync also fsyncs the journal directory first
 //     (tidwall/wal never syncs directories). A new segment that holds no
 //     record yet waits for that Sync: nothing acknowledged depends on its
 //     entry.
-//   - Write refuses a batch whose first index does not continue the
+//     Code: Journal.sync, Journal.syncSegmentDir, Journal.dirDirty,
+//     Journal.dirSynced.
+//     Tests: TestNewSegmentDirectoryIsSynced, TestFailedSyncNeverAcknowledgesLostPages,
+//     TestFaultsStayWithTheirJournal.
+//  3. Write refuses a batch whose first index does not continue the
 //     written records (ErrStale), so a caller that built on records a
 //     failure cut back can never leave a gap or a repeat.
-//   - Every record is verified (CRC, version, kind, lengths within Limits)
+//     Code: Journal.Write, ErrStale.
+//     Tests: TestWriteThenSync, TestSyncFailureCutsBack.
+//  4. Every record is verified (CRC, version, kind, lengths within Limits)
 //     on replay. An empty entry, which is how tidwall/wal reads zero-filled
 //     bytes, is damage, never data.
-//   - The tail segment is pre-written (prewrite.go): a background goroutine
+//     Code: ReplayDir, scan, entryAt, Frame.Parse.
+//     Tests: TestFlippedByteInSealedSegment, TestMissingAndDuplicatedSegments,
+//     TestSealedSegmentEndingInZerosIsCorrupt, TestScannerDamage,
+//     TestDecodeRejects, FuzzScanner.
+//  5. The tail segment is pre-written (prewrite.go): a background goroutine
 //     writes zeros ahead of tidwall/wal's write offset, up to the segment
 //     size, in chunks of 256 KiB or of 16 times the last batch if larger
 //     (up to 1 MiB: each chunk is one size change that commits carry until
@@ -98,14 +112,25 @@
 //     commit of every segment. A failed zero write stops pre-writing
 //     for that segment, a failed zero fdatasync is treated as a failed
 //     commit. Options.NoPrewrite keeps the tail append-only.
-//   - tidwall/wal's tail buffer is pre-sized to a whole segment (tidwall.go)
+//     Code: Journal.prewriteStep, prewriteChunkFor, Journal.waitPrewriteBelow,
+//     Journal.waitPrewriteLocked, Journal.kickPrewriterLocked, prewriter.held,
+//     Journal.trimTailLocked, Journal.repairTail.
+//     Tests: TestPrewriteOverwritesInsteadOfAppending, TestSealedSegmentsHoldRecordsOnly,
+//     TestCrashStatesOfPrewriting, TestSealedSegmentEndingInZerosIsCorrupt,
+//     TestPrewriteSyncFailureRecovers, TestPrewriteWriteFailureRests,
+//     TestPrewriterRestsUntilNewSegmentSynced, TestWritesBelowZerosBeingWrittenGoOn,
+//     TestPrewriteChunkFollowsTheCommitRate, TestNoPrewriteKeepsTailAppendOnly.
+//  6. tidwall/wal's tail buffer is pre-sized to a whole segment (tidwall.go)
 //     so its appends never reallocate it; a tidwall/wal whose layout differs
 //     makes this a no-op, never a memory error. The buffer is one an earlier
 //     tail had, once tidwall/wal holds it no longer (checked on its
 //     segments, never assumed), so a segment change allocates nothing; and
 //     a batch whose entry seals a segment is handed over in two parts, so
 //     the new tail is pre-sized before the rest of the batch lands in it.
-//   - Three locks, taken in this order: wmu by everything that changes the
+//     Code: presizeTail, tailBuffer, tailSpares.take, heldBy, Journal.tailCapacity,
+//     Journal.tailChangedLocked.
+//     Tests: TestTailBufferPresized, TestTailBufferReused.
+//  7. Three locks, taken in this order: wmu by everything that changes the
 //     files or the wal handle (Write for its whole batch, the pre-writer
 //     while it reserves a range, a recovery, TruncateFront, the reserve's
 //     writes, Close), mu for the fields, in short steps only, and rmMu by
@@ -118,7 +143,12 @@
 //     fdatasync marks the journal broken under mu at once (from then on no
 //     Sync acknowledges anything) and cuts the files back once it holds
 //     wmu, after any batch being written, which the cut removes too.
-//   - SyncParked runs the commit's fdatasync through an io_uring
+//     Code: Journal.lockAll, Journal.claimFilesLocked, Journal.wmu, Journal.mu,
+//     Journal.rmMu, Journal.recoverFailedSync, Journal.Reclaim.
+//     Tests: TestSyncAcknowledgesDuringWrite, TestSyncFailureDuringWrite,
+//     TestSyncRacingRecovery, TestWritesBelowZerosBeingWrittenGoOn,
+//     TestReclaimUnlinksOutsideTheWriteLock.
+//  8. SyncParked runs the commit's fdatasync through an io_uring
 //     (internal/uring; the pre-writer's and the marker's always go through a
 //     second ring): the waiting goroutine parks instead of holding a
 //     scheduler processor in the system call, so with GOMAXPROCS=2 the
@@ -128,10 +158,16 @@
 //     both rings are nil and every sync runs directly. Sync stays direct:
 //     for a lone committer one thread wake-up beats two. Poll lets busy
 //     callers hand a completion to its waiter before the scheduler would.
-//   - Reclaim frees space by removing whole sealed segments, oldest first,
+//     Code: Journal.SyncParked, Journal.rings, openRing, syncFile, Journal.Poll.
+//     Tests: TestRingsFollowOptions, TestWriteThenSync, TestSyncFailureCutsBack,
+//     uring.TestWaiterParksInsteadOfHoldingAProcessor,
+//     uring.TestPollWakesTheWaiterWithoutTheReaper.
+//  9. Reclaim frees space by removing whole sealed segments, oldest first,
 //     never by tidwall/wal's TruncateFront (which rewrites a segment and
 //     fsyncs under the lock writes take).
-//   - Open cuts only a torn tail of the last segment, and JudgeTail is the
+//     Code: Journal.Reclaim, Journal.removeSegments.
+//     Tests: TestReclaimFreesWholeSegmentsOnly, TestReclaimUnlinksOutsideTheWriteLock.
+//  10. Open cuts only a torn tail of the last segment, and JudgeTail is the
 //     one rule that decides it, for Open and for every kpjournal command.
 //     Torn means what an interrupted append leaves: from the damaged entry
 //     (inside an entry; from an entry boundary it is pre-written space, see
@@ -147,7 +183,11 @@
 //     quarantine directory first, and the cut is reported as a TailCut.
 //     Damage anywhere else fails with a *CorruptError naming the journal
 //     index, the segment and the byte offset.
-//   - The acknowledged floor: Options.Floor (the store's newest checkpoint
+//     Code: JudgeTail, framePrefixConsistent, validFrameAfter, Journal.repairTail.
+//     Tests: TestJudgeTailShapes, TestTornTailEveryOffset, TestZeroFilledTail,
+//     TestFlippedByteInLastSegment, TestFlippedByteInSealedSegment,
+//     TestOpenRefusesDamageAtTheFloor.
+//  11. The acknowledged floor: Options.Floor (the store's newest checkpoint
 //     index) raised by the ACKNOWLEDGED marker, which the journal writes at
 //     MarkServed, at Close and, in the background right after it returns,
 //     at the first sync of each new segment (off the commit path: the
@@ -155,15 +195,35 @@
 //     durable; a crash in between leaves it one segment lower). Open
 //     refuses a journal that ends below the floor, naming the missing range
 //     (an emptied or shortened segment, a deleted tail).
-//   - After a failed write or sync the tidwall/wal handle is discarded (its
+//     Code: LoadFloor, CheckFloor, Floor.Raise, floorMarker.raise, Journal.MarkServed,
+//     Journal.closeFloor, Journal.sync.
+//     Tests: TestOpenRefusesDamageAtTheFloor,
+//     TestOpenRefusesMissingSegmentsWithoutCreatingAny,
+//     TestNewSegmentMarkerOffCommitPath, TestCrashStatesOfPrewriting.
+//  12. After a failed write or sync the tidwall/wal handle is discarded (its
 //     memory is not rolled back) and the files are cut back to the last
 //     acknowledged record before another append: records of a failed batch,
 //     and of every batch written after the last good sync, never reappear
 //     on the next open. A sync that was in flight across such a recovery
 //     acknowledges nothing, even if its own fdatasync succeeded.
-//   - Decoding checks every length against Limits before slicing, so
+//     Code: Journal.failLocked, Journal.recoverLocked, Journal.recoverAfter,
+//     Journal.recoverFailedSync, Journal.epoch.
+//     Tests: TestRecoverDropsFailedBatch, TestSyncFailureCutsBack,
+//     TestSyncRacingRecovery, TestSyncFailureDuringWrite,
+//     TestFailedSyncNeverAcknowledgesLostPages, TestSealAcknowledgesWholeBatchesOnly.
+//  13. Decoding checks every length against Limits before slicing, so
 //     metadata is validated before a document is touched and a corrupted
 //     length cannot make the decoder allocate beyond the bounds.
+//     Code: Frame.Parse, Decode, PlausibleFrame, maxFrameSize.
+//     Tests: TestDecodeRejects, TestPlausibleFrameMatchesDecode, TestFrameParseInPlace,
+//     FuzzScanner.
+//  14. Every fsync the journal issues consults the hooks of its own
+//     Options.Faults first (a test seam; nil in real use): the commit's,
+//     the marker's and the pre-writer's fdatasyncs, and, through the
+//     journal's disk.FS, its directory syncs, cuts, quarantine copies and
+//     reserve; a journal never runs another journal's hooks.
+//     Code: Options.Faults, Journal.fs, syncFile, disk.FS.SyncDir.
+//     Tests: TestFaultsStayWithTheirJournal.
 //
 // # After a failed fsync
 //

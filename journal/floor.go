@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/keeppeek/statestore/internal/disk"
-	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
 )
 
@@ -96,6 +95,7 @@ func SetFloor(dir string, index uint64) error {
 // opened (and created) by the first raise, so an Open that is refused
 // afterwards has written nothing.
 type floorMarker struct {
+	fs     disk.FS // the journal's
 	dir    string
 	f      *os.File
 	index  uint64 // the value on disk; 0 when unknown
@@ -103,8 +103,8 @@ type floorMarker struct {
 	ring   *uring.Ring // for its fdatasync (nil: directly)
 }
 
-func newFloorMarker(dir string, noSync bool, ring *uring.Ring) *floorMarker {
-	m := &floorMarker{dir: dir, noSync: noSync, ring: ring}
+func newFloorMarker(fsys disk.FS, dir string, noSync bool, ring *uring.Ring) *floorMarker {
+	m := &floorMarker{fs: fsys, dir: dir, noSync: noSync, ring: ring}
 	if fl, err := ReadFloor(dir); err == nil {
 		m.index = fl.Index
 	}
@@ -125,7 +125,7 @@ func (m *floorMarker) raise(index uint64) error {
 		}
 		m.f = f
 		if errors.Is(statErr, fs.ErrNotExist) {
-			if err := disk.SyncDir(m.dir); err != nil {
+			if err := m.fs.SyncDir(m.dir); err != nil {
 				return &StorageError{Op: "create " + FloorFile, Err: err}
 			}
 		}
@@ -138,7 +138,7 @@ func (m *floorMarker) raise(index uint64) error {
 		return &StorageError{Op: "write " + FloorFile, Err: err}
 	}
 	if !m.noSync {
-		if err := syncFile(m.f, m.ring, fault.Sync); err != nil {
+		if err := syncFile(m.f, m.ring, m.fs.Faults.Sync); err != nil {
 			return &StorageError{Op: "sync " + FloorFile, Err: err}
 		}
 	}
@@ -151,4 +151,48 @@ func (m *floorMarker) close() error {
 		return nil
 	}
 	return m.f.Close()
+}
+
+// LoadFloor combines outside evidence with the ACKNOWLEDGED marker in dir.
+// A damaged marker is no evidence (Open rewrites it); any other read
+// failure is returned.
+func LoadFloor(dir string, outside Floor) (Floor, error) {
+	mf, err := ReadFloor(dir)
+	if err != nil && !errors.Is(err, ErrFloorDamaged) {
+		return Floor{}, err
+	}
+	return outside.Raise(mf.Index, mf.Source), nil
+}
+
+// CheckFloor refuses a journal whose last record, last, lies below the
+// acknowledged floor: records that were acknowledged are missing (an
+// emptied or shortened segment, a deleted tail). seg names the last segment.
+func CheckFloor(last uint64, seg string, floor Floor) error {
+	if last >= floor.Index {
+		return nil
+	}
+	return &CorruptError{Segment: seg, Offset: -1, Index: last + 1,
+		Reason: fmt.Sprintf("the journal ends at index %d but records up to index %d were acknowledged (%s): records %d..%d are missing",
+			last, floor.Index, floor.Source, last+1, floor.Index)}
+}
+
+// closeFloor raises the marker to last, the final acknowledged index, and
+// closes it.
+func (j *Journal) closeFloor(last uint64) error {
+	j.floorMu.Lock()
+	defer j.floorMu.Unlock()
+	var err error
+	if j.served {
+		err = j.marker.raise(last)
+	}
+	err = errors.Join(err, j.marker.close())
+	j.marker = nil
+	return err
+}
+
+// raiseFloor records index as acknowledged in the marker.
+func (j *Journal) raiseFloor(index uint64) error {
+	j.floorMu.Lock()
+	defer j.floorMu.Unlock()
+	return j.marker.raise(index)
 }

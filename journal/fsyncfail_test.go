@@ -55,28 +55,27 @@ func withoutZeroTail(b []byte) []byte {
 // crash copy taken then opens to the acknowledged records only, and that
 // the journal goes on at the first unacknowledged index.
 func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
-		// arm makes the next sync step of its kind fail once, then succeed.
-		arm func(t *testing.T, failed *atomic.Int64)
+		// arm makes j's next sync step of its kind fail once, then succeed.
+		arm func(j *Journal, failed *atomic.Int64)
 	}{
-		{"fdatasync of the tail segment", func(t *testing.T, failed *atomic.Int64) {
-			t.Cleanup(fault.SetSync(func(string) error {
+		{"fdatasync of the tail segment", func(j *Journal, failed *atomic.Int64) {
+			j.opts.Faults.SetSync(func(string) error {
 				if failed.Add(1) == 1 {
 					return syscall.EIO
 				}
 				return nil
-			}))
+			})
 		}},
-		{"fsync of the directory holding a new segment", func(t *testing.T, failed *atomic.Int64) {
-			orig := syncSegmentDir
-			syncSegmentDir = func(dir string) error {
+		{"fsync of the directory holding a new segment", func(j *Journal, failed *atomic.Int64) {
+			j.opts.seams.syncSegmentDir.set(func(dir string) error {
 				if failed.Add(1) == 1 {
 					return &os.PathError{Op: "fsync", Path: dir, Err: syscall.EIO}
 				}
-				return orig(dir)
-			}
-			t.Cleanup(func() { syncSegmentDir = orig })
+				return j.fs.SyncDir(dir)
+			})
 		}},
 	}
 	for _, c := range cases {
@@ -85,7 +84,7 @@ func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
 			// Small segments: the failed batch opens new segment files.
 			// (The pre-writer's background syncs have a fault seam of their
 			// own, so the injected failure hits the commit's sync.)
-			j, _ := openJournal(t, dir, 300)
+			j, _ := openJournalOpts(t, dir, Options{SegmentSize: 300, Faults: &fault.Hooks{}})
 			defer j.Close()
 			mustWrite(t, j, records(1, 3), 1)
 			if err := j.Sync(3); err != nil {
@@ -99,7 +98,7 @@ func TestFailedSyncNeverAcknowledgesLostPages(t *testing.T) {
 				t.Fatalf("the batch made no new segment (%d files before, %d after): the case tests nothing", len(acked), len(got))
 			}
 			var failed atomic.Int64
-			c.arm(t, &failed)
+			c.arm(j, &failed)
 			err := j.Sync(11)
 			if !errors.Is(err, syscall.EIO) || !errors.Is(err, ErrStorage) {
 				t.Fatalf("sync under EIO: %v, want a storage error wrapping EIO", err)

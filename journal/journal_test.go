@@ -23,7 +23,17 @@ func testRecord(i int) *Record {
 
 func openJournal(t *testing.T, dir string, segSize int) (*Journal, *TailCut) {
 	t.Helper()
-	j, cut, err := Open(dir, Options{SegmentSize: segSize})
+	return openJournalOpts(t, dir, Options{SegmentSize: segSize})
+}
+
+// openJournalOpts opens the journal in dir with opts, giving it seams of
+// its own when opts names none, so a test may install one after Open.
+func openJournalOpts(t *testing.T, dir string, opts Options) (*Journal, *TailCut) {
+	t.Helper()
+	if opts.seams == nil {
+		opts.seams = &seams{}
+	}
+	j, cut, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -139,6 +149,7 @@ func lastSegment(t *testing.T, dir string) Segment {
 }
 
 func TestAppendReplayReopen(t *testing.T) {
+	t.Parallel()
 	dir, recs := writeJournal(t, 60, 700)
 	segs, _ := ListSegments(dir)
 	if len(segs) < 4 {
@@ -164,6 +175,7 @@ func TestAppendReplayReopen(t *testing.T) {
 // final record: open must drop exactly that record, report the cut, and
 // keep every earlier record.
 func TestTornTailEveryOffset(t *testing.T) {
+	t.Parallel()
 	dir, recs := writeJournal(t, 23, 900)
 	crashedBeforeLastAck(t, dir, recs)
 	last := lastSegment(t, dir)
@@ -200,6 +212,7 @@ func TestTornTailEveryOffset(t *testing.T) {
 // trimmed without a TailCut or a quarantine copy. Zeros that start inside
 // an entry are a torn write: cut, reported, and quarantined.
 func TestZeroFilledTail(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		damage  func(data []byte, final int64) []byte
@@ -256,6 +269,7 @@ func TestZeroFilledTail(t *testing.T) {
 // one of the last segment: that is corruption, not a torn tail, and Open
 // must name the index and offset.
 func TestFlippedByteInLastSegment(t *testing.T) {
+	t.Parallel()
 	dir, _ := writeJournal(t, 23, 900)
 	last := lastSegment(t, dir)
 	offs := entryOffsets(t, last.Path)
@@ -281,6 +295,7 @@ func TestFlippedByteInLastSegment(t *testing.T) {
 }
 
 func TestFlippedByteInSealedSegment(t *testing.T) {
+	t.Parallel()
 	dir, _ := writeJournal(t, 40, 700)
 	segs, _ := ListSegments(dir)
 	sealed := segs[1]
@@ -318,6 +333,7 @@ func TestFlippedByteInSealedSegment(t *testing.T) {
 }
 
 func TestMissingAndDuplicatedSegments(t *testing.T) {
+	t.Parallel()
 	dir, _ := writeJournal(t, 40, 700)
 	segs, _ := ListSegments(dir)
 	t.Run("missing middle segment", func(t *testing.T) {
@@ -350,6 +366,7 @@ func TestMissingAndDuplicatedSegments(t *testing.T) {
 // TestRecoverDropsFailedBatch simulates a batch whose write reached the file
 // but whose fsync failed: the records must not survive recovery or reopen.
 func TestRecoverDropsFailedBatch(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, 1<<20)
 	for i := 1; i <= 5; i++ {
@@ -390,6 +407,7 @@ func TestRecoverDropsFailedBatch(t *testing.T) {
 }
 
 func TestTruncateFront(t *testing.T) {
+	t.Parallel()
 	dir, recs := writeJournal(t, 50, 700)
 	j, _ := openJournal(t, dir, 700)
 	if err := j.TruncateFront(31); err != nil {
@@ -417,6 +435,7 @@ func TestTruncateFront(t *testing.T) {
 }
 
 func TestFinishInterruptedTruncation(t *testing.T) {
+	t.Parallel()
 	dir, recs := writeJournal(t, 50, 700)
 	segs, _ := ListSegments(dir)
 	// A crash after tidwall/wal wrote the .START marker but before it
@@ -449,19 +468,19 @@ func TestFinishInterruptedTruncation(t *testing.T) {
 // empty) needs no fsync at all: tidwall/wal fsynced the sealed file as it
 // cycled, so Write acknowledges its records and Sync has nothing to do.
 func TestNewSegmentDirectoryIsSynced(t *testing.T) {
+	t.Parallel()
 	dirSyncs, fileSyncs := 0, 0
-	orig := syncSegmentDir
-	syncSegmentDir = func(dir string) error { dirSyncs++; return orig(dir) }
-	defer func() { syncSegmentDir = orig }()
-	defer fault.SetSync(func(path string) error {
+	faults := &fault.Hooks{}
+	faults.SetSync(func(path string) error {
 		if filepath.Base(path) != FloorFile {
 			fileSyncs++
 		}
 		return nil
-	})()
+	})
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 900)
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 900, Faults: faults})
 	defer j.Close()
+	j.opts.seams.syncSegmentDir.set(func(dir string) error { dirSyncs++; return j.fs.SyncDir(dir) })
 	var want []*Record
 	pending, sealedOnly := false, 0
 	for i := 1; i <= 200; i++ {
@@ -511,6 +530,7 @@ func TestNewSegmentDirectoryIsSynced(t *testing.T) {
 // the missing records, and creates nothing: not the directory, not the
 // empty first segment tidwall/wal would start.
 func TestOpenRefusesMissingSegmentsWithoutCreatingAny(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string) Options
@@ -562,8 +582,10 @@ func TestOpenRefusesMissingSegmentsWithoutCreatingAny(t *testing.T) {
 // when the Sync covering its rest fails, none of it survives the cut-back
 // or the reopen, so a batch the caller is told failed never reappears.
 func TestSealAcknowledgesWholeBatchesOnly(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 900)
+	faults := &fault.Hooks{}
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 900, Faults: faults})
 	defer func() { j.Close() }()
 	tail := func() (uint64, int64) {
 		j.mu.Lock()
@@ -587,7 +609,7 @@ func TestSealAcknowledgesWholeBatchesOnly(t *testing.T) {
 			if j.LastIndex() != acked {
 				t.Fatalf("a batch continuing into the next segment moved the last index from %d to %d before its Sync", acked, j.LastIndex())
 			}
-			restore := fault.SetSync(func(path string) error {
+			restore := faults.SetSync(func(path string) error {
 				if filepath.Base(path) == FloorFile {
 					return nil
 				}

@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-
-	"github.com/keeppeek/statestore/internal/disk"
-	"github.com/keeppeek/statestore/internal/fault"
 )
 
 // Pre-writing the tail. tidwall/wal appends to its tail segment, so every
@@ -123,16 +120,12 @@ type prewriter struct {
 	held bool
 }
 
-// writeZeros writes zeros at off of the tail file, once the range is
-// reserved and the locks let go; a variable so tests can hold it.
-var writeZeros = func(f *os.File, zeros []byte, off int64) error {
+// writeZerosAt writes zeros at off of the tail file (the real step of
+// Journal.writeZeros).
+func writeZerosAt(f *os.File, zeros []byte, off int64) error {
 	_, err := f.WriteAt(zeros, off)
 	return err
 }
-
-// prewriteHook, when set (by tests only), is called after every pre-write
-// step, outside the lock, with whether the step may be followed by more.
-var prewriteHook atomic.Pointer[func(more bool)]
 
 // allZero reports whether b is empty or holds only zero bytes.
 func allZero(b []byte) bool {
@@ -226,9 +219,7 @@ func (j *Journal) prewriteLoop(kick <-chan struct{}, stop <-chan struct{}, done 
 		}
 		for {
 			more := j.prewriteStep(zeros)
-			if h := prewriteHook.Load(); h != nil {
-				(*h)(more)
-			}
+			j.prewriteStepped(more)
 			if !more {
 				break
 			}
@@ -271,7 +262,7 @@ func (j *Journal) prewriteStep(zeros []byte) bool {
 	if err == nil {
 		// Outside mu, so a Sync returning meanwhile is not held up, and
 		// outside wmu, so a Write below start is not either.
-		err = writeZeros(f, zeros[:end-start], start)
+		err = j.writeZeros(f, zeros[:end-start], start)
 	}
 	j.mu.Lock()
 	if j.pre.busy.Load() {
@@ -291,7 +282,7 @@ func (j *Journal) prewriteStep(zeros []byte) bool {
 
 	// A fault seam of its own: a test failing commit syncs must not also
 	// fail the background's, whose count and timing it does not control.
-	err = syncFile(f, j.rings.background, fault.PrewriteSync)
+	err = syncFile(f, j.rings.background, j.opts.Faults.PrewriteSync)
 
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -334,7 +325,7 @@ func (j *Journal) trimTailLocked() error {
 	if err != nil || st.Size() <= j.tailBytes {
 		return err
 	}
-	return disk.Truncate(path, j.tailBytes)
+	return j.fs.Truncate(path, j.tailBytes)
 }
 
 // waitPrewriteLocked waits until no zeros are being written: what changes

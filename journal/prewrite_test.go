@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -15,21 +16,22 @@ import (
 )
 
 // waitPrewriteIdle blocks until the pre-writer finished a step after which
-// it has nothing more to do, and returns the journal's stats then. It fails
-// the test if the pre-writer never goes idle.
+// it has nothing more to do, and returns the journal's stats then. j must
+// have seams (openJournalOpts gives it some).
 func waitPrewriteIdle(t *testing.T, j *Journal) Stats {
 	t.Helper()
+	if j.opts.seams == nil {
+		t.Fatal("waitPrewriteIdle needs a journal opened with seams")
+	}
 	idle := make(chan struct{}, 1)
-	h := func(more bool) {
+	defer j.opts.seams.prewriteStepped.set(func(more bool) {
 		if !more {
 			select {
 			case idle <- struct{}{}:
 			default:
 			}
 		}
-	}
-	prewriteHook.Store(&h)
-	defer prewriteHook.Store(nil)
+	})()
 	j.mu.Lock()
 	j.pre.end = min(j.pre.end, j.pre.synced) // nothing half done: a step must run
 	j.mu.Unlock()
@@ -63,6 +65,7 @@ func fileSize(t *testing.T, path string) int64 {
 // space left, and Close trims the zeros so the closed files hold records
 // only and the next open has nothing to trim.
 func TestPrewriteOverwritesInsteadOfAppending(t *testing.T) {
+	t.Parallel()
 	const seg = 512 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
@@ -109,6 +112,7 @@ func recordsFrom(from, n int) []*Record { return records(from, n) }
 // at its last record: pre-writing never passes the segment size, so the
 // entry that seals a segment covers every zero.
 func TestSealedSegmentsHoldRecordsOnly(t *testing.T) {
+	t.Parallel()
 	const seg = 4 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
@@ -151,6 +155,7 @@ func TestSealedSegmentsHoldRecordsOnly(t *testing.T) {
 // without a TailCut or a quarantine copy; zeros where the floor says
 // records were acknowledged refuse to open and change nothing.
 func TestCrashStatesOfPrewriting(t *testing.T) {
+	t.Parallel()
 	const seg = 256 << 10
 	tests := []struct {
 		name    string
@@ -242,6 +247,7 @@ func TestCrashStatesOfPrewriting(t *testing.T) {
 // in a sealed segment, so zeros there are damage, named by segment and
 // index, never trimmed.
 func TestSealedSegmentEndingInZerosIsCorrupt(t *testing.T) {
+	t.Parallel()
 	dir, recs := writeJournal(t, 40, 1000)
 	segs, _ := ListSegments(dir)
 	if len(segs) < 2 {
@@ -264,6 +270,7 @@ func TestSealedSegmentEndingInZerosIsCorrupt(t *testing.T) {
 // treats it as a failed commit: the next write recovers (cut back to the
 // last acknowledged record, reopen) and every acknowledged record stays.
 func TestPrewriteSyncFailureRecovers(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, 512<<10)
 	if _, err := j.Append(records(1, 5)); err != nil {
@@ -273,8 +280,9 @@ func TestPrewriteSyncFailureRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reopened journal's pre-writer starts at once, and its sync fails.
-	restore := fault.SetPrewriteSync(func(string) error { return syscall.EIO })
-	j, _ = openJournal(t, dir, 512<<10)
+	faults := &fault.Hooks{}
+	restore := faults.SetPrewriteSync(func(string) error { return syscall.EIO })
+	j, _ = openJournalOpts(t, dir, Options{SegmentSize: 512 << 10, Faults: faults})
 	defer j.Close()
 	st := waitPrewriteIdle(t, j)
 	restore()
@@ -298,6 +306,7 @@ func TestPrewriteSyncFailureRecovers(t *testing.T) {
 // pre-writing gets a kick channel nobody drains, so every wake-up stays
 // visible.)
 func TestPrewriterRestsUntilNewSegmentSynced(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true})
 	if err != nil {
@@ -351,14 +360,17 @@ func TestPrewriterRestsUntilNewSegmentSynced(t *testing.T) {
 // returns while the marker's fdatasync is held, and the marker then holds
 // the index the sync acknowledged (only ever an acknowledged one).
 func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true})
+	faults := &fault.Hooks{}
+	j, _, err := Open(dir, Options{SegmentSize: 4096, NoPrewrite: true, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	defer fault.SetSync(func(path string) error {
+	// Removed before Close, whose marker sync would otherwise wait here.
+	defer faults.SetSync(func(path string) error {
 		if filepath.Base(path) == FloorFile {
 			entered <- struct{}{}
 			<-release
@@ -406,19 +418,20 @@ func TestNewSegmentMarkerOffCommitPath(t *testing.T) {
 // would reach them waits for it to end (zeros must never land on a record),
 // and everything written reads back after a reopen.
 func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
+	t.Parallel()
 	const seg = 4 << 20
 	g := newGate()
 	var start int64
-	orig := writeZeros
-	writeZeros = func(f *os.File, zeros []byte, off int64) error {
+	s := &seams{}
+	// Before Open: the pre-writer starts with it.
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
 		if off > 0 { // the first chunk is written before any record
 			g.hold(func() { start = off })
 		}
-		return orig(f, zeros, off)
-	}
-	t.Cleanup(func() { writeZeros = orig })
+		return writeZerosAt(f, zeros, off)
+	})
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, seg)
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: seg, seams: s})
 	defer j.Close()
 	defer g.open() // before Close, which waits for the pre-writer
 	<-g.entered
@@ -478,6 +491,7 @@ func batchSize(recs []*Record) int64 {
 // prewriteAhead, once batches are large, so a fast writer's commits meet a
 // size change once per stretch of 16 batches instead of every few.
 func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		batch int
 		want  int64
@@ -496,14 +510,13 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 
 	var mu sync.Mutex
 	var sizes []int
-	orig := writeZeros
-	writeZeros = func(f *os.File, zeros []byte, off int64) error {
+	s := &seams{}
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
 		mu.Lock()
 		sizes = append(sizes, len(zeros))
 		mu.Unlock()
-		return orig(f, zeros, off)
-	}
-	t.Cleanup(func() { writeZeros = orig })
+		return writeZerosAt(f, zeros, off)
+	})
 	taken := func() []int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -512,7 +525,7 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 		return s
 	}
 	const seg = 8 << 20
-	j, _ := openJournal(t, filepath.Join(t.TempDir(), "journal"), seg)
+	j, _ := openJournalOpts(t, filepath.Join(t.TempDir(), "journal"), Options{SegmentSize: seg, seams: s})
 	defer j.Close()
 	waitPrewriteIdle(t, j)
 	taken()
@@ -555,5 +568,106 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 	defer j2.Close()
 	if got := replayAll(t, j2); uint64(len(got)) != next-1 {
 		t.Fatalf("replay after the reopen returned %d records, want %d", len(got), next-1)
+	}
+}
+
+// TestPrewriteWriteFailureRests: a zero write that fails (a full disk, say)
+// costs no record: pre-writing stops for that segment, whatever wakes the
+// pre-writer afterwards, commits append as tidwall/wal alone would, and
+// the next segment is pre-written again.
+func TestPrewriteWriteFailureRests(t *testing.T) {
+	t.Parallel()
+	const seg = 16 << 10
+	var (
+		mu     sync.Mutex
+		writes = map[string]int{} // zero writes tried, by segment file
+		full   = true
+	)
+	s := &seams{}
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		writes[filepath.Base(f.Name())]++
+		if full {
+			return syscall.ENOSPC
+		}
+		return writeZerosAt(f, zeros, off)
+	})
+	tried := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return writes[name]
+	}
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: seg, seams: s})
+	defer j.Close()
+	first := lastSegment(t, dir)
+	if st := waitPrewriteIdle(t, j); st.PrewriteFailures != 1 || st.Prewritten != 0 {
+		t.Fatalf("after a failed zero write: PrewriteFailures %d, Prewritten %d; want 1 and 0", st.PrewriteFailures, st.Prewritten)
+	}
+	next := 1
+	for range 3 {
+		if _, err := j.Append(records(next, 5)); err != nil {
+			t.Fatalf("append after a failed zero write: %v", err)
+		}
+		next += 5
+		waitPrewriteIdle(t, j)
+	}
+	if n := tried(first.Name()); n != 1 {
+		t.Fatalf("%d zero writes tried on the segment where one failed, want that one only", n)
+	}
+	j.mu.Lock()
+	recordBytes := j.tailBytes
+	j.mu.Unlock()
+	if size := fileSize(t, first.Path); size != recordBytes {
+		t.Fatalf("tail file is %d bytes, want its %d bytes of records only", size, recordBytes)
+	}
+
+	mu.Lock()
+	full = false
+	mu.Unlock()
+	for lastSegment(t, dir).Start == first.Start {
+		if _, err := j.Append(records(next, 5)); err != nil {
+			t.Fatal(err)
+		}
+		next += 5
+	}
+	if st := waitPrewriteIdle(t, j); st.Prewritten == 0 || tried(lastSegment(t, dir).Name()) == 0 {
+		t.Fatalf("the next segment was not pre-written: Prewritten %d", st.Prewritten)
+	}
+	if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, next-1)) {
+		t.Fatalf("replay returned %d records, want %d", len(got), next-1)
+	}
+}
+
+// TestNoPrewriteKeepsTailAppendOnly: with Options.NoPrewrite no pre-writer
+// runs, no zero is written, and the tail file only ever holds records.
+func TestNoPrewriteKeepsTailAppendOnly(t *testing.T) {
+	t.Parallel()
+	var zeroWrites atomic.Int64
+	s := &seams{}
+	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+		zeroWrites.Add(1)
+		return writeZerosAt(f, zeros, off)
+	})
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 4096, NoPrewrite: true, seams: s})
+	defer j.Close()
+	if j.pre.stop != nil {
+		t.Fatal("a pre-writer was started under NoPrewrite")
+	}
+	for i := 1; i <= 60; i += 3 {
+		if _, err := j.Append(records(i, 3)); err != nil {
+			t.Fatal(err)
+		}
+		j.mu.Lock()
+		recordBytes := j.tailBytes
+		j.mu.Unlock()
+		if size := fileSize(t, lastSegment(t, dir).Path); size != recordBytes || j.Stats().Prewritten != 0 {
+			t.Fatalf("after record %d: tail file %d bytes for %d bytes of records, Prewritten %d", i+2, size, recordBytes, j.Stats().Prewritten)
+		}
+	}
+	if n := zeroWrites.Load(); n != 0 {
+		t.Fatalf("%d zero writes under NoPrewrite", n)
 	}
 }

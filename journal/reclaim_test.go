@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -25,7 +26,8 @@ func segmentList(t *testing.T, dir string) []string {
 }
 
 // segmentedJournal opens a journal of 1 KiB segments and appends records
-// 1..n one at a time, which must fill at least minSegs segments.
+// 1..n one at a time, which must fill at least minSegs segments, and waits
+// for the pre-writer to be done with the tail.
 func segmentedJournal(t *testing.T, n, minSegs int) (string, *Journal, []Segment) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "journal")
@@ -35,6 +37,9 @@ func segmentedJournal(t *testing.T, n, minSegs int) (string, *Journal, []Segment
 			t.Fatal(err)
 		}
 	}
+	// The pre-writer would otherwise grow the tail behind the caller's
+	// listings.
+	waitPrewriteIdle(t, j)
 	segs, err := ListSegments(dir)
 	if err != nil || len(segs) < minSegs {
 		t.Fatalf("want at least %d segments to work with, got %d (%v)", minSegs, len(segs), err)
@@ -49,6 +54,7 @@ func segmentedJournal(t *testing.T, n, minSegs int) (string, *Journal, []Segment
 // a front truncation after it still works, and every needed record
 // survives a reopen.
 func TestReclaimFreesWholeSegmentsOnly(t *testing.T) {
+	t.Parallel()
 	const n = 120
 	dir, j, segs := segmentedJournal(t, n, 6)
 
@@ -119,16 +125,15 @@ func TestReclaimFreesWholeSegmentsOnly(t *testing.T) {
 // unlinks to finish (another process may own the directory once it
 // returns), and a Reclaim after Close removes nothing.
 func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
+	t.Parallel()
 	const n = 60
 	dir, j, segs := segmentedJournal(t, n, 5)
 	g := newGate()
 	var first string
-	orig := removeSegmentFile
-	removeSegmentFile = func(path string) error {
+	j.opts.seams.removeSegmentFile.set(func(path string) error {
 		g.hold(func() { first = path })
-		return orig(path)
-	}
-	t.Cleanup(func() { removeSegmentFile = orig })
+		return os.Remove(path)
+	})
 
 	defer g.open() // a failure below must not leave the Reclaim hanging
 	reclaimed := make(chan error, 1)
@@ -168,25 +173,29 @@ func TestReclaimUnlinksOutsideTheWriteLock(t *testing.T) {
 	}
 }
 
-// blockedIn reports whether some goroutine whose stack passes through fn
-// is parked in state.
-func blockedIn(fn, state string) bool {
+// blockedIn reports whether some goroutine that the test function test
+// started (with a go statement in its body), and whose stack passes through
+// fn, is parked in state. Goroutines of other tests do not count: tests
+// running in parallel park in the same functions.
+func blockedIn(test, fn, state string) bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
+	creator := "created by github.com/keeppeek/statestore/journal." + test + " in goroutine "
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, fn) && strings.HasPrefix(g[strings.IndexByte(g, '['):], "["+state) {
+		if strings.Contains(g, fn) && strings.Contains(g, creator) && strings.HasPrefix(g[strings.IndexByte(g, '['):], "["+state) {
 			return true
 		}
 	}
 	return false
 }
 
-// untilBlockedIn waits until a goroutine is seen blocked in fn in state
-// (see blockedIn). If done delivers first, the goroutine finished instead
-// of blocking, and the test fails with what and its error.
+// untilBlockedIn waits until a goroutine the top-level test t started is
+// seen blocked in fn in state (see blockedIn). If done delivers first, the
+// goroutine finished instead of blocking, and the test fails with what and
+// its error.
 func untilBlockedIn(t *testing.T, fn, state string, done <-chan error, what string) {
 	t.Helper()
-	for !blockedIn(fn, state) {
+	for !blockedIn(t.Name(), fn, state) {
 		select {
 		case err := <-done:
 			t.Fatalf("%s (%v)", what, err)

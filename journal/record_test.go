@@ -24,6 +24,7 @@ func sampleRecords() []*Record {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, r := range sampleRecords() {
 		t.Run(r.Kind.String(), func(t *testing.T) {
 			frame, err := r.Encode()
@@ -55,6 +56,7 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
+	t.Parallel()
 	put := sampleRecords()[0]
 	good, _ := put.Encode()
 	tests := []struct {
@@ -101,6 +103,7 @@ func reframe(frame []byte, edit func([]byte)) []byte {
 }
 
 func TestPlausibleFrameMatchesDecode(t *testing.T) {
+	t.Parallel()
 	for _, r := range sampleRecords() {
 		frame, _ := r.Encode()
 		if !PlausibleFrame(frame, DefaultLimits) {

@@ -77,9 +77,9 @@ func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
-// availableBytes returns what the file system holding dir has free for an
-// unprivileged writer. A variable so tests can pretend the disk is full.
-var availableBytes = func(dir string) (int64, error) {
+// statfsAvailable returns what the file system holding dir has free for an
+// unprivileged writer (the real step of Journal.availableBytes).
+func statfsAvailable(dir string) (int64, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
@@ -91,6 +91,7 @@ var availableBytes = func(dir string) (int64, error) {
 // journal's lock on every PUT's admission; everything else changes under
 // it.
 type reserve struct {
+	fs       disk.FS // the journal's
 	dir      string
 	size     int64
 	noSync   bool
@@ -103,14 +104,14 @@ type reserve struct {
 // is returned) without writing anything, since the open may still be
 // refused: a reserve that is not whole counts as spent until MarkServed
 // writes it.
-func openReserve(dir string, size int64, noSync bool) *reserve {
+func openReserve(fsys disk.FS, dir string, size int64, noSync bool) *reserve {
 	switch {
 	case size < 0:
 		return nil
 	case size == 0:
 		size = DefaultReserveBytes
 	}
-	r := &reserve{dir: dir, size: size, noSync: noSync}
+	r := &reserve{fs: fsys, dir: dir, size: size, noSync: noSync}
 	r.spent.Store(!r.whole())
 	return r
 }
@@ -178,10 +179,10 @@ func (r *reserve) write() (err error) {
 	if r.noSync {
 		return nil
 	}
-	if err := f.Sync(); err != nil {
+	if err := r.fs.SyncFile(f); err != nil {
 		return err
 	}
-	return disk.SyncDir(r.dir)
+	return r.fs.SyncDir(r.dir)
 }
 
 // remove deletes the reserve file; a missing one is already removed.
@@ -207,7 +208,7 @@ func (j *Journal) spendOnLocked(err error) {
 		// commits the removal, which some file systems (ext4) need before
 		// they hand the freed blocks out again. If the sync fails, a crash
 		// merely brings the reserve back.
-		_ = disk.SyncDir(r.dir)
+		_ = r.fs.SyncDir(r.dir)
 	}
 }
 
@@ -230,7 +231,7 @@ func (j *Journal) CheckReserve() error {
 	if !r.spent.Load() {
 		return nil
 	}
-	free, err := availableBytes(r.dir)
+	free, err := j.availableBytes(r.dir)
 	if err != nil {
 		return &ReserveError{Bytes: r.size, Free: -1, Err: err}
 	}

@@ -37,12 +37,10 @@ func requireWholeReserve(t *testing.T, dir string) {
 	}
 }
 
-// pretendFree makes the file system look as if it had free bytes left.
-func pretendFree(t *testing.T, free int64) {
-	t.Helper()
-	orig := availableBytes
-	availableBytes = func(string) (int64, error) { return free, nil }
-	t.Cleanup(func() { availableBytes = orig })
+// pretendFree makes the file system look, to the journal with seams s, as
+// if it had free bytes left.
+func pretendFree(s *seams, free int64) {
+	s.availableBytes.set(func(string) (int64, error) { return free, nil })
 }
 
 // TestReserveWrittenOnceServed pins where the reserve comes from: Open only
@@ -50,6 +48,7 @@ func pretendFree(t *testing.T, free int64) {
 // real blocks from any state it was left in, and tidwall/wal and replay
 // never mistake it for a segment.
 func TestReserveWrittenOnceServed(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		prepare func(t *testing.T, path string)
@@ -129,8 +128,10 @@ func TestReserveWrittenOnceServed(t *testing.T) {
 // TestNoReserve pins ReserveBytes < 0: no file, and a full disk changes
 // nothing about what may be written.
 func TestNoReserve(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _, err := Open(dir, Options{ReserveBytes: -1})
+	faults := &fault.Hooks{}
+	j, _, err := Open(dir, Options{ReserveBytes: -1, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestNoReserve(t *testing.T) {
 	if err := j.MarkServed(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(fault.SetSync(func(string) error { return syscall.ENOSPC }))
+	faults.SetSync(func(string) error { return syscall.ENOSPC })
 	if _, err := j.Append(records(1, 1)); !IsNoSpace(err) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
 	}
@@ -154,6 +155,7 @@ func TestNoReserve(t *testing.T) {
 // reserve, until the file system has room for it twice over, and then
 // writes it again.
 func TestFullDiskSpendsReserve(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		cause error
 		spent bool
@@ -165,7 +167,8 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.cause.Error(), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "journal")
-			j, _, err := Open(dir, Options{ReserveBytes: testReserve})
+			faults, s := &fault.Hooks{}, &seams{}
+			j, _, err := Open(dir, Options{ReserveBytes: testReserve, Faults: faults, seams: s})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +179,7 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 			if _, err := j.Append(records(1, 3)); err != nil {
 				t.Fatal(err)
 			}
-			restore := fault.SetSync(func(string) error { return c.cause })
+			restore := faults.SetSync(func(string) error { return c.cause })
 			_, err = j.Append(records(4, 2))
 			restore()
 			if !errors.Is(err, ErrStorage) || !errors.Is(err, c.cause) || j.LastIndex() != 3 {
@@ -197,7 +200,7 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 				t.Fatalf("append on reserve: first %d, %v", first, err)
 			}
 
-			pretendFree(t, 2*testReserve-1)
+			pretendFree(s, 2*testReserve-1)
 			err = j.CheckReserve()
 			var re *ReserveError
 			if !errors.Is(err, ErrOnReserve) || !errors.As(err, &re) || re.Free != 2*testReserve-1 ||
@@ -208,7 +211,7 @@ func TestFullDiskSpendsReserve(t *testing.T) {
 				t.Fatal("CheckReserve wrote the reserve without room for it")
 			}
 
-			pretendFree(t, 2*testReserve)
+			pretendFree(s, 2*testReserve)
 			if err := j.CheckReserve(); err != nil {
 				t.Fatalf("CheckReserve with room: %v", err)
 			}

@@ -67,6 +67,7 @@ func scanAll(data []byte, start uint64, mode DamageMode) (out []scanned, s *Scan
 }
 
 func TestFrameParseInPlace(t *testing.T) {
+	// Serial: testing.AllocsPerRun counts the whole process's allocations.
 	for _, r := range sampleRecords() {
 		b, err := r.Encode()
 		if err != nil {
@@ -100,6 +101,7 @@ func TestFrameParseInPlace(t *testing.T) {
 }
 
 func TestScannerCleanSegment(t *testing.T) {
+	t.Parallel()
 	data, offs := segmentBytes(t, sixPuts())
 	for _, mode := range []DamageMode{StopAtDamage, SkipDamage} {
 		got, s := scanAll(data, 10, mode)
@@ -121,6 +123,7 @@ func TestScannerCleanSegment(t *testing.T) {
 }
 
 func TestScannerDamage(t *testing.T) {
+	t.Parallel()
 	clean, offs := segmentBytes(t, sixPuts())
 	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), clean...)) }
 	tests := []struct {
@@ -207,6 +210,7 @@ func TestScannerDamage(t *testing.T) {
 // the journal's pre-written space, in both modes, exactly where scan (and
 // so Open) stops reading without calling it damage.
 func TestScannerPrewrittenTail(t *testing.T) {
+	t.Parallel()
 	clean, _ := segmentBytes(t, sixPuts())
 	data := append(append([]byte(nil), clean...), make([]byte, 40)...)
 	res, _ := scan(data, DefaultLimits, nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,6 +44,7 @@ var syncWays = []struct {
 // written before it, and Write refuses a batch that does not continue the
 // written records.
 func TestWriteThenSync(t *testing.T) {
+	t.Parallel()
 	for _, way := range syncWays {
 		t.Run(way.name, func(t *testing.T) { testWriteThenSync(t, way.sync) })
 	}
@@ -83,6 +85,7 @@ func testWriteThenSync(t *testing.T, sync func(*Journal, uint64) error) {
 // while it ran are gone too), and leaves the journal writable at the first
 // unacknowledged index without a reopen.
 func TestSyncFailureCutsBack(t *testing.T) {
+	t.Parallel()
 	for _, way := range syncWays {
 		t.Run(way.name, func(t *testing.T) { testSyncFailureCutsBack(t, way.sync) })
 	}
@@ -91,14 +94,15 @@ func TestSyncFailureCutsBack(t *testing.T) {
 func testSyncFailureCutsBack(t *testing.T, sync func(*Journal, uint64) error) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	// Small segments, so the unsynced records span a segment change.
-	j, _ := openJournal(t, dir, 300)
+	faults := &fault.Hooks{}
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 300, Faults: faults})
 	mustWrite(t, j, records(1, 3), 1)
 	if err := j.Sync(3); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, j, records(4, 4), 4)
 	mustWrite(t, j, records(8, 4), 8)
-	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	restore := faults.SetSync(func(string) error { return syscall.EIO })
 	err := sync(j, 11)
 	restore()
 	if !errors.Is(err, syscall.EIO) {
@@ -149,8 +153,10 @@ func continuesAfterCut(t *testing.T, j *Journal, dir string, segSize int) {
 // cut the files back must not claim its records, even if its own
 // fdatasync succeeds.
 func TestSyncRacingRecovery(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 1<<20)
+	faults := &fault.Hooks{}
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 1 << 20, Faults: faults})
 	defer j.Close()
 	mustWrite(t, j, records(1, 2), 1)
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -159,7 +165,7 @@ func TestSyncRacingRecovery(t *testing.T) {
 	defer releaseOnce.Do(func() { close(release) })
 	var calls int
 	var mu sync.Mutex
-	defer fault.SetSync(func(string) error {
+	defer faults.SetSync(func(string) error {
 		mu.Lock()
 		calls++
 		n := calls
@@ -186,17 +192,14 @@ func TestSyncRacingRecovery(t *testing.T) {
 	}
 }
 
-// holdWrites makes the next batch handed to tidwall/wal wait, inside
+// holdWrites makes the next batch j hands to tidwall/wal wait, inside
 // Write, until release is closed; entered is closed once it waits.
-func holdWrites(t *testing.T) (entered, release chan struct{}) {
-	t.Helper()
+func holdWrites(j *Journal) (entered, release chan struct{}) {
 	g := newGate()
-	orig := writeBatch
-	writeBatch = func(l *wal.Log, b *wal.Batch) error {
+	j.opts.seams.writeBatch.set(func(l *wal.Log, b *wal.Batch) error {
 		g.hold(nil)
-		return orig(l, b)
-	}
-	t.Cleanup(func() { writeBatch = orig })
+		return l.WriteBatch(b)
+	})
 	return g.entered, g.release
 }
 
@@ -231,11 +234,12 @@ func (g *gate) hold(first func()) {
 // acknowledges under, the Sync below would wait for the held batch and the
 // test would never finish.
 func TestSyncAcknowledgesDuringWrite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, 1<<20)
 	defer j.Close()
 	mustWrite(t, j, records(1, 3), 1)
-	entered, release := holdWrites(t)
+	entered, release := holdWrites(j)
 	wrote := make(chan error)
 	go func() {
 		_, err := j.Write(records(4, 2), 4)
@@ -263,14 +267,16 @@ func TestSyncAcknowledgesDuringWrite(t *testing.T) {
 // acknowledged, the files hold the acknowledged records only, and the
 // journal goes on at the first lost index.
 func TestSyncFailureDuringWrite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, 1<<20)
+	faults := &fault.Hooks{}
+	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 1 << 20, Faults: faults})
 	mustWrite(t, j, records(1, 3), 1)
 	if err := j.Sync(3); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, j, records(4, 2), 4)
-	entered, release := holdWrites(t)
+	entered, release := holdWrites(j)
 	wrote := make(chan error)
 	go func() {
 		_, err := j.Write(records(6, 2), 6)
@@ -278,7 +284,7 @@ func TestSyncFailureDuringWrite(t *testing.T) {
 	}()
 	<-entered
 	synced := make(chan error)
-	restore := fault.SetSync(func(string) error { return syscall.EIO })
+	restore := faults.SetSync(func(string) error { return syscall.EIO })
 	go func() { synced <- j.Sync(5) }()
 	close(release)
 	<-wrote // either outcome: the batch was being written as the sync failed
@@ -300,6 +306,7 @@ func TestSyncFailureDuringWrite(t *testing.T) {
 // kernel allows io_uring), and DirectSync or NoSync opens none, so every
 // fdatasync then runs in the calling goroutine.
 func TestRingsFollowOptions(t *testing.T) {
+	t.Parallel()
 	probe, err := uring.New()
 	if err != nil {
 		t.Skipf("io_uring unavailable here: %v", err)
@@ -328,5 +335,46 @@ func TestRingsFollowOptions(t *testing.T) {
 				t.Fatalf("SyncParked: %v, last %d", err, j.LastIndex())
 			}
 		})
+	}
+}
+
+// TestFaultsStayWithTheirJournal: Options.Faults is consulted by every
+// fsync of the journal given it, and by no other journal's: a failing
+// fdatasync hook fails that journal's commits only, and its disk hook sees
+// the directory fsync that makes a new segment durable (through the
+// journal's disk.FS), whose failure fails the commit that needs it.
+func TestFaultsStayWithTheirJournal(t *testing.T) {
+	t.Parallel()
+	faults := &fault.Hooks{}
+	mine, _ := openJournalOpts(t, filepath.Join(t.TempDir(), "journal"), Options{SegmentSize: 300, Faults: faults})
+	defer mine.Close()
+	other, _ := openJournal(t, filepath.Join(t.TempDir(), "journal"), 300)
+	defer other.Close()
+
+	restore := faults.SetSync(func(string) error { return syscall.EIO })
+	if _, err := mine.Append(records(1, 1)); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append under its own failing hook: %v, want EIO", err)
+	}
+	if _, err := other.Append(records(1, 1)); err != nil {
+		t.Fatalf("another journal's append failed with this one's hook: %v", err)
+	}
+	restore()
+
+	var dirs []string
+	faults.SetDiskSync(func(path string) error {
+		dirs = append(dirs, path)
+		if path == mine.Dir() {
+			return syscall.EIO
+		}
+		return nil
+	})
+	// Enough records to open a new segment, which the commit's directory
+	// fsync must cover.
+	_, err := mine.Append(records(1, 8))
+	if !errors.Is(err, syscall.EIO) || !slices.Contains(dirs, mine.Dir()) {
+		t.Fatalf("append into a new segment under a failing directory fsync: %v, disk hook saw %q; want EIO for %s", err, dirs, mine.Dir())
+	}
+	if mine.LastIndex() != 0 {
+		t.Fatalf("last index %d after the failed commits, want 0", mine.LastIndex())
 	}
 }

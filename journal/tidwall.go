@@ -133,7 +133,7 @@ func (c *tailCycle) append(frameLen int, index uint64) (sealed bool) {
 // interrupted, with the semantics tidwall/wal gives its .START and .END
 // markers, and then fsyncs the directory (which tidwall/wal never does).
 // Leftover .TEMP files are removed: their rename never happened.
-func finishTruncation(dir string) error {
+func finishTruncation(fsys disk.FS, dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return &StorageError{Op: "open", Err: err}
@@ -192,7 +192,7 @@ func finishTruncation(dir string) error {
 		changed = true
 	}
 	if changed {
-		if err := disk.SyncDir(dir); err != nil {
+		if err := fsys.SyncDir(dir); err != nil {
 			return &StorageError{Op: "finish truncation", Err: err}
 		}
 	}

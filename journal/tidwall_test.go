@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/tidwall/wal"
 )
 
@@ -71,6 +72,7 @@ func tidwallEntries(t *testing.T, dir string, segSize, n int) (entries [][]byte,
 // sealed by the entry that brings it to the segment size (tailCycle), all
 // read back from files tidwall/wal wrote itself.
 func TestTidwallFormatPinned(t *testing.T) {
+	t.Parallel()
 	const segSize = 400
 	dir := t.TempDir()
 	entries, starts, tailBytes := tidwallEntries(t, dir, segSize, 60)
@@ -153,6 +155,7 @@ func TestTidwallFormatPinned(t *testing.T) {
 // tidwall/wal leaves lying; finishTruncation removes it, and no segment
 // changes.
 func TestFinishTruncationMatchesTidwall(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	_, starts, _ := tidwallEntries(t, src, 400, 60)
 	if len(starts) < 4 {
@@ -212,7 +215,7 @@ func TestFinishTruncationMatchesTidwall(t *testing.T) {
 					}
 				}
 			}
-			errOurs := finishTruncation(ours)
+			errOurs := finishTruncation(disk.FS{}, ours)
 			l, errTheirs := wal.Open(theirs, &wal.Options{NoSync: true, LogFormat: wal.Binary, SegmentSize: 400})
 			if errTheirs == nil {
 				l.Close()
@@ -266,6 +269,7 @@ func dirContents(t *testing.T, dir string) string {
 // tidwall/wal upgrade changes the layout, pre-sizing silently stops, and
 // this test says so.
 func TestTailBufferPresized(t *testing.T) {
+	t.Parallel()
 	const seg = 8 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
@@ -309,6 +313,7 @@ func TestTailBufferPresized(t *testing.T) {
 // cycles the tails share at most maxTailSpares buffers, the tail's buffer
 // is never the previous (cached) segment's, and every record replays.
 func TestTailBufferReused(t *testing.T) {
+	t.Parallel()
 	const seg = 8 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)

@@ -1,9 +1,12 @@
 package disk
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -12,6 +15,7 @@ import (
 )
 
 func TestLockIsExclusive(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "LOCK")
 	if held, err := Held(path); err != nil || held {
 		t.Fatalf("fresh path held=%v err=%v", held, err)
@@ -35,6 +39,7 @@ func TestLockIsExclusive(t *testing.T) {
 }
 
 func TestWriteAtomic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	os.WriteFile(path, []byte("old"), 0o644)
@@ -62,6 +67,7 @@ func TestWriteAtomic(t *testing.T) {
 // is a *NotDurableError naming the path (the new file is in place, and the
 // caller decides whether it may stay).
 func TestWriteAtomicSyncFailure(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name       string
 		failDir    bool   // the directory fsync fails, not the file's
@@ -82,14 +88,14 @@ func TestWriteAtomicSyncFailure(t *testing.T) {
 			if c.failDir {
 				target = dir
 			}
-			restore := fault.SetDiskSync(func(p string) error {
+			faults := &fault.Hooks{}
+			faults.SetDiskSync(func(p string) error {
 				if p == target {
 					return syscall.EIO
 				}
 				return nil
 			})
-			err := WriteAtomic(path, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
-			restore()
+			err := FS{Faults: faults}.WriteAtomic(path, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("err %v, want EIO", err)
 			}
@@ -105,4 +111,116 @@ func TestWriteAtomicSyncFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFSConsultsItsOwnFaults: every fsync an FS issues runs its DiskSync
+// hook first, with the path being made durable, and a failing hook fails
+// the call, wrapped; the real disk (a zero FS, which the package functions
+// use) and any other FS never see that hook.
+func TestFSConsultsItsOwnFaults(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		call func(fsys FS, dir, file string) error
+		want func(dir, file string) string // the path the hook must see
+	}{
+		{"SyncDir", func(fsys FS, dir, _ string) error { return fsys.SyncDir(dir) },
+			func(dir, _ string) string { return dir }},
+		{"Truncate", func(fsys FS, _, file string) error { return fsys.Truncate(file, 1) },
+			func(_, file string) string { return file }},
+		{"SyncFile", func(fsys FS, _, file string) error {
+			f, err := os.OpenFile(file, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return fsys.SyncFile(f)
+		}, func(_, file string) string { return file }},
+		{"WriteAtomic", func(fsys FS, _, file string) error {
+			return fsys.WriteAtomic(file, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })
+		}, func(_, file string) string { return file }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "f")
+			if err := os.WriteFile(file, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			faults := &fault.Hooks{}
+			var seen []string
+			faults.SetDiskSync(func(p string) error {
+				seen = append(seen, p)
+				return syscall.EIO
+			})
+			err := c.call(FS{Faults: faults}, dir, file)
+			if !errors.Is(err, syscall.EIO) || len(seen) == 0 || seen[0] != c.want(dir, file) {
+				t.Fatalf("with a failing hook: %v, hook saw %q; want EIO, first for %s", err, seen, c.want(dir, file))
+			}
+			seen = nil
+			for _, other := range []FS{{}, {Faults: &fault.Hooks{}}} {
+				if err := c.call(other, dir, file); err != nil || len(seen) != 0 {
+					t.Fatalf("an FS without that hook: %v, hook ran for %q", err, seen)
+				}
+			}
+		})
+	}
+}
+
+// lockHolderEnv names the LOCK file a re-executed test binary holds for
+// TestLockReleasedWhenHolderDies.
+const lockHolderEnv = "KEEPPEEK_DISK_TEST_HOLD_LOCK"
+
+// TestLockReleasedWhenHolderDies: a LOCK held by another process refuses
+// this one, and once that process is killed (no Release, no cleanup) the
+// kernel has dropped its lock, so the next opener takes it: a SIGKILLed
+// store never leaves a stale lock.
+func TestLockReleasedWhenHolderDies(t *testing.T) {
+	if path := os.Getenv(lockHolderEnv); path != "" {
+		// The holder: take the lock, say so, and wait to be killed.
+		if _, err := LockFile(path); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("locked")
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "LOCK")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockReleasedWhenHolderDies$")
+	cmd.Env = append(os.Environ(), lockHolderEnv+"="+path)
+	stdin, err := cmd.StdinPipe() // kept open: the holder waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("holder process: %q %v", line, err)
+	}
+	if held, err := Held(path); err != nil || !held {
+		t.Fatalf("Held while another process holds the lock: %v %v", held, err)
+	}
+	if _, err := LockFile(path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("LockFile while another process holds it: %v, want ErrLocked", err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	l, err := LockFile(path)
+	if err != nil {
+		t.Fatalf("LockFile after the holder was killed: %v", err)
+	}
+	l.Release()
 }

@@ -1,14 +1,36 @@
 // Package fault lets tests make the disk fail on demand, for the failures a
 // real disk produces too rarely to test otherwise (an fsync that reports
-// EIO). Production code only reads the hooks: one atomic load per sync,
-// nil unless a test set one.
+// EIO).
+//
+// The seams belong to one store or one journal, never to the process: a
+// test builds a Hooks, hands it to what it opens (journal.Options.Faults,
+// statestore.Options.Faults, disk.FS.Faults), and installs hooks on it, so
+// tests failing their own disks run side by side without seeing each
+// other's failures. Production code passes a nil *Hooks, and only reads
+// it: a nil check per sync, plus one atomic load when a test gave one.
 //
 // Three seams: Sync, before every journal fdatasync that acknowledges
 // records (and of the ACKNOWLEDGED marker); PrewriteSync, before the
 // journal's background fdatasync of the zeros it pre-writes ahead of the
-// records; and DiskSync, before every fsync the disk package issues (the
-// file written by disk.WriteAtomic, named by its destination path, and
-// every directory disk.SyncDir syncs, the journal's included).
+// records; and DiskSync, before every fsync a disk.FS issues (the file
+// written by WriteAtomic, named by its destination path, a file Truncate
+// or SyncFile syncs, and every directory SyncDir syncs, the journal's
+// included).
+//
+// # Invariants
+//
+//  1. A hook fails only its own seam of its own Hooks: tests that fail
+//     their own stores' disks never see each other's failures.
+//     Code: Hooks, slot.run.
+//     Tests: TestHooksAreIndependent.
+//  2. A nil or zero Hooks injects nothing, and a restore function puts back
+//     exactly the hook its Set replaced, so nested installs unwind in order.
+//     Code: Hooks.Sync, Hooks.PrewriteSync, Hooks.DiskSync, slot.set.
+//     Tests: TestHooksInstallAndRestore.
+//  3. Installing, replacing and restoring a hook while other goroutines run
+//     it is free of data races: each seam is one atomic pointer.
+//     Code: slot.set, slot.run.
+//     Tests: TestHooksSetWhileRunning.
 package fault
 
 import "sync/atomic"
@@ -17,21 +39,32 @@ import "sync/atomic"
 // that sync as if the disk had returned it.
 type SyncHook func(path string) error
 
-var syncHook, prewriteSyncHook, diskSyncHook atomic.Pointer[SyncHook]
+// Hooks is one store's or one journal's set of fault seams. The zero value
+// injects nothing. Each seam is an atomic slot, so a test may install or
+// replace a hook while what it opened runs (its background goroutines
+// included) without a data race. A nil *Hooks is valid for every method
+// production code calls (Sync, PrewriteSync, DiskSync) and injects
+// nothing; the Set methods need a non-nil one.
+type Hooks struct {
+	sync, prewriteSync, diskSync slot
+}
 
-// set installs h (nil removes it) in p and returns the restore function.
-func set(p *atomic.Pointer[SyncHook], h SyncHook) (restore func()) {
+// slot holds one seam's hook; nil when none is installed.
+type slot struct{ p atomic.Pointer[SyncHook] }
+
+// set installs h (nil removes it) and returns the restore function.
+func (s *slot) set(h SyncHook) (restore func()) {
 	var hp *SyncHook
 	if h != nil {
 		hp = &h
 	}
-	old := p.Swap(hp)
-	return func() { p.Store(old) }
+	old := s.p.Swap(hp)
+	return func() { s.p.Store(old) }
 }
 
-// run runs the hook installed in p, if any.
-func run(p *atomic.Pointer[SyncHook], path string) error {
-	if h := p.Load(); h != nil {
+// run runs the installed hook, if any.
+func (s *slot) run(path string) error {
+	if h := s.p.Load(); h != nil {
 		return (*h)(path)
 	}
 	return nil
@@ -39,21 +72,36 @@ func run(p *atomic.Pointer[SyncHook], path string) error {
 
 // SetSync installs the journal fdatasync hook (nil removes it) and returns
 // a function restoring the previous hook.
-func SetSync(h SyncHook) (restore func()) { return set(&syncHook, h) }
+func (h *Hooks) SetSync(fn SyncHook) (restore func()) { return h.sync.set(fn) }
 
 // Sync runs the installed journal fdatasync hook, if any.
-func Sync(path string) error { return run(&syncHook, path) }
+func (h *Hooks) Sync(path string) error {
+	if h == nil {
+		return nil
+	}
+	return h.sync.run(path)
+}
 
 // SetPrewriteSync installs the journal's pre-write fdatasync hook (nil
 // removes it) and returns a function restoring the previous hook.
-func SetPrewriteSync(h SyncHook) (restore func()) { return set(&prewriteSyncHook, h) }
+func (h *Hooks) SetPrewriteSync(fn SyncHook) (restore func()) { return h.prewriteSync.set(fn) }
 
 // PrewriteSync runs the installed pre-write fdatasync hook, if any.
-func PrewriteSync(path string) error { return run(&prewriteSyncHook, path) }
+func (h *Hooks) PrewriteSync(path string) error {
+	if h == nil {
+		return nil
+	}
+	return h.prewriteSync.run(path)
+}
 
-// SetDiskSync installs the disk package's fsync hook (nil removes it) and
-// returns a function restoring the previous hook.
-func SetDiskSync(h SyncHook) (restore func()) { return set(&diskSyncHook, h) }
+// SetDiskSync installs the disk fsync hook (nil removes it) and returns a
+// function restoring the previous hook.
+func (h *Hooks) SetDiskSync(fn SyncHook) (restore func()) { return h.diskSync.set(fn) }
 
 // DiskSync runs the installed disk fsync hook, if any.
-func DiskSync(path string) error { return run(&diskSyncHook, path) }
+func (h *Hooks) DiskSync(path string) error {
+	if h == nil {
+		return nil
+	}
+	return h.diskSync.run(path)
+}

@@ -21,17 +21,32 @@
 // completion themselves: it costs one atomic load when nothing completed,
 // and the journal's callers call it on their way in.
 //
-// Invariants:
-//   - Fdatasync reports the file's fdatasync outcome, or runs fdatasync(2)
+// # Invariants
+//
+//  1. Fdatasync reports the file's fdatasync outcome, or runs fdatasync(2)
 //     directly: when the ring could not be set up, when it could not take
 //     the operation, or when the kernel says the operation did not run
 //     (cancelled, not supported). It never reports success for an
 //     operation that did not complete.
-//   - One operation is in flight per Ring at a time; concurrent callers
+//     Code: Ring.Fdatasync, Ring.fdatasync, didNotRun, Ring.run.
+//     Tests: TestFdatasyncGoesThroughTheRing, TestKernelErrorsReachTheCaller,
+//     TestOperationTheKernelDidNotRunRunsDirectly,
+//     TestNilAndClosedRingsRunDirectly.
+//  2. One operation is in flight per Ring at a time; concurrent callers
 //     queue on its mutex.
-//   - The descriptor stays referenced (RawConn.Control) until the
+//     Code: Ring.run, Ring.mu.
+//     Tests: TestOneOperationInFlight.
+//  3. The descriptor stays referenced (RawConn.Control) until the
 //     operation completed, so a concurrent Close of the file cannot let
 //     its number be reused under the kernel's feet.
+//     Code: Ring.Fdatasync.
+//     Tests: TestDescriptorHeldUntilTheOperationEnds.
+//  4. The waiting goroutine parks on a channel, never in a system call
+//     holding its processor, and a completion reaches it through the
+//     reaper or through any caller's Poll, whichever comes first.
+//     Code: Ring.run, Ring.reap, Ring.Poll, Ring.completeLocked.
+//     Tests: TestWaiterParksInsteadOfHoldingAProcessor,
+//     TestPollWakesTheWaiterWithoutTheReaper.
 package uring
 
 import (

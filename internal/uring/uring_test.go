@@ -43,6 +43,7 @@ func tempFile(t *testing.T) *os.File {
 }
 
 func TestFdatasyncGoesThroughTheRing(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	f := tempFile(t)
 	for i := 1; i <= 3; i++ {
@@ -59,6 +60,7 @@ func TestFdatasyncGoesThroughTheRing(t *testing.T) {
 }
 
 func TestKernelErrorsReachTheCaller(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	// A descriptor the kernel refuses: the completion carries EBADF, which
 	// says nothing about "did not run", so it is returned as is.
@@ -71,6 +73,7 @@ func TestKernelErrorsReachTheCaller(t *testing.T) {
 }
 
 func TestOperationTheKernelDidNotRunRunsDirectly(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -94,6 +97,7 @@ func TestOperationTheKernelDidNotRunRunsDirectly(t *testing.T) {
 }
 
 func TestNilAndClosedRingsRunDirectly(t *testing.T) {
+	t.Parallel()
 	f := tempFile(t)
 	var nilRing *Ring
 	nilRing.Poll()
@@ -139,6 +143,7 @@ func (r *Ring) sleep(d time.Duration) (int32, error) {
 // goroutine waiting for the kernel is parked on a channel, not in a
 // system call holding its P.
 func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, true)
 	done := make(chan int32)
 	go func() {
@@ -154,7 +159,7 @@ func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
 	// (a loaded machine shows it "runnable" before it reaches the channel).
 	var seen []string
 	for {
-		state := waiterState()
+		state := waiterState(t.Name())
 		if state == "chan receive" {
 			break
 		}
@@ -173,13 +178,15 @@ func TestWaiterParksInsteadOfHoldingAProcessor(t *testing.T) {
 	}
 }
 
-// waiterState returns the state of the goroutine waiting in Ring.run, or
-// "" while there is none.
-func waiterState() string {
+// waiterState returns the state of the goroutine waiting in Ring.run that
+// the test function test started, or "" while there is none. Other tests'
+// waiters do not count: they run in parallel.
+func waiterState(test string) string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
+	creator := "created by github.com/keeppeek/statestore/internal/uring." + test + " in goroutine "
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "uring.(*Ring).run(") {
+		if !strings.Contains(g, "uring.(*Ring).run(") || !strings.Contains(g, creator) {
 			continue
 		}
 		head := g[:strings.IndexByte(g, '\n')] // goroutine N [state]:
@@ -191,6 +198,7 @@ func waiterState() string {
 // TestPollWakesTheWaiterWithoutTheReaper: under load the scheduler reads
 // the eventfd late, so callers' Poll must be enough on its own.
 func TestPollWakesTheWaiterWithoutTheReaper(t *testing.T) {
+	t.Parallel()
 	r := newTestRing(t, false)
 	done := make(chan int32)
 	go func() {
@@ -214,5 +222,93 @@ func TestPollWakesTheWaiterWithoutTheReaper(t *testing.T) {
 		default:
 			runtime.Gosched()
 		}
+	}
+}
+
+// queuedInRun reports whether a goroutine that the test function test
+// started waits for the ring's mutex in Ring.run.
+func queuedInRun(test string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	creator := "created by github.com/keeppeek/statestore/internal/uring." + test + " in goroutine "
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "uring.(*Ring).run(") && strings.Contains(g, creator) && strings.Contains(g, "[sync.Mutex.Lock") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOneOperationInFlight: while one operation is in flight, a second
+// caller queues on the ring's mutex instead of submitting, and returns
+// only after the first completed.
+func TestOneOperationInFlight(t *testing.T) {
+	t.Parallel()
+	r := newTestRing(t, true)
+	f := tempFile(t)
+	done := make(chan string, 2)
+	go func() {
+		if _, err := r.sleep(500 * time.Millisecond); err != nil {
+			t.Error(err)
+		}
+		done <- "timeout"
+	}()
+	for waiterState(t.Name()) != "chan receive" {
+		runtime.Gosched()
+	}
+	go func() {
+		if err := r.Fdatasync(f); err != nil {
+			t.Error(err)
+		}
+		done <- "fdatasync"
+	}()
+	for !queuedInRun(t.Name()) {
+		select {
+		case what := <-done:
+			t.Fatalf("%s finished before the second caller was seen queued", what)
+		default:
+		}
+		runtime.Gosched()
+	}
+	if first, second := <-done, <-done; first != "timeout" || second != "fdatasync" {
+		t.Fatalf("operations finished in the order %s, %s: the second did not wait for the first", first, second)
+	}
+	if r.seq != 2 {
+		t.Fatalf("the ring submitted %d operations, want 2", r.seq)
+	}
+}
+
+// TestDescriptorHeldUntilTheOperationEnds: a file closed while its
+// Fdatasync waits for the ring keeps its descriptor number until the
+// operation ran, so a file opened meanwhile cannot be given that number
+// (and synced in its place).
+func TestDescriptorHeldUntilTheOperationEnds(t *testing.T) {
+	t.Parallel()
+	r := newTestRing(t, true)
+	f := tempFile(t)
+	fd := f.Fd()
+	r.mu.Lock() // the ring is busy: Fdatasync waits inside Ring.run
+	synced := make(chan error, 1)
+	go func() { synced <- r.Fdatasync(f) }()
+	for !queuedInRun(t.Name()) {
+		runtime.Gosched()
+	}
+	if err := f.Close(); err != nil {
+		r.mu.Unlock()
+		t.Fatal(err)
+	}
+	other, err := os.Open(f.Name())
+	if err != nil {
+		r.mu.Unlock()
+		t.Fatal(err)
+	}
+	defer other.Close()
+	reused := other.Fd() == fd
+	r.mu.Unlock()
+	if err := <-synced; err != nil {
+		t.Fatalf("Fdatasync of the file closed meanwhile: %v", err)
+	}
+	if reused {
+		t.Fatalf("descriptor %d was reused while an operation on it waited", fd)
 	}
 }

@@ -36,12 +36,21 @@ const doc = `{"role":"subscribe","desired":true,"source_id":"cam-1","media_kind"
 
 func openStore(t *testing.T) *statestore.Store {
 	t.Helper()
-	s, err := statestore.Open(statestore.Options{Dir: t.TempDir(), CheckpointBytes: -1, Clock: clock.NewFake(clock.Real{}.Now())})
+	s, _ := openFaultyStore(t)
+	return s
+}
+
+// openFaultyStore is openStore giving the store fault seams of its own,
+// which it returns.
+func openFaultyStore(t *testing.T) (*statestore.Store, *fault.Hooks) {
+	t.Helper()
+	faults := &fault.Hooks{}
+	s, err := statestore.Open(statestore.Options{Dir: t.TempDir(), CheckpointBytes: -1, Clock: clock.NewFake(clock.Real{}.Now()), Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, faults
 }
 
 func put(s *statestore.Store, key string, x statestore.Expect) error {
@@ -104,6 +113,7 @@ const p = "keeppeek_state_store_"
 // series move with it: commits, refusals by code, watch closures,
 // checkpoints, open state.
 func TestExportedMetricsMove(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	reg := registry(t, promstats.ForStore(s))
 	before := scrape(t, reg)
@@ -182,12 +192,13 @@ func TestExportedMetricsMove(t *testing.T) {
 // the gauge and the counter show; the next PUT, finding room again, writes
 // the reserve back and the gauge returns to 0.
 func TestReserveGaugeFollowsFullDisk(t *testing.T) {
-	s := openStore(t)
+	t.Parallel()
+	s, faults := openFaultyStore(t)
 	reg := registry(t, promstats.ForStore(s))
 	if m := scrape(t, reg); m[p+"journal_reserve_spent"] != 0 || m[p+"journal_reserve_releases_total"] != 0 {
 		t.Fatalf("fresh store: spent %v, releases %v", m[p+"journal_reserve_spent"], m[p+"journal_reserve_releases_total"])
 	}
-	restore := fault.SetSync(func(string) error { return syscall.ENOSPC })
+	restore := faults.SetSync(func(string) error { return syscall.ENOSPC })
 	err := put(s, "k", statestore.Expect{})
 	restore()
 	if statestore.CodeOf(err) != statestore.Storage {
@@ -212,6 +223,7 @@ func (discard) Deliver(watch.Message) error { return nil }
 // with the failure class and text, and nothing that would pass for an idle
 // store.
 func TestFailedOpenExportsOnlyWhy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {
@@ -250,6 +262,7 @@ func keys(m map[string]float64) []string {
 // TestLint runs Prometheus' own linter over the exported metrics: names,
 // units, suffixes and help text follow its conventions.
 func TestLint(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	if err := put(s, "k", statestore.Expect{}); err != nil {
 		t.Fatal(err)
@@ -266,6 +279,7 @@ func TestLint(t *testing.T) {
 // TestDocListsEveryMetric keeps the package documentation's metric list
 // and the collector in step.
 func TestDocListsEveryMetric(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +308,7 @@ func TestDocListsEveryMetric(t *testing.T) {
 // Prometheus do not build it: the statestore package must not depend on
 // client_golang.
 func TestRootDoesNotImportPrometheus(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to list dependencies: %v", err)

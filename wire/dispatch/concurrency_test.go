@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/wire/dispatch"
@@ -12,13 +13,27 @@ import (
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
-// stallNextSync makes the next journal sync block until release is called,
-// and returns a channel closed once that sync has begun.
-func stallNextSync(t *testing.T) (entered <-chan struct{}, release func()) {
+// openFaultyStore is openStore giving the store fault seams of its own,
+// which it returns for stallNextSync.
+func openFaultyStore(t *testing.T, clk clock.Clock) (*statestore.Store, *fault.Hooks) {
+	t.Helper()
+	faults := &fault.Hooks{}
+	s, err := statestore.Open(statestore.Options{Dir: t.TempDir(), Clock: clk, Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, faults
+}
+
+// stallNextSync makes the next journal sync of the store whose seams are
+// faults block until release is called, and returns a channel closed once
+// that sync has begun.
+func stallNextSync(t *testing.T, faults *fault.Hooks) (entered <-chan struct{}, release func()) {
 	t.Helper()
 	in, out := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	restore := fault.SetSync(func(string) error {
+	restore := faults.SetSync(func(string) error {
 		once.Do(func() {
 			close(in)
 			<-out
@@ -41,7 +56,8 @@ func stallNextSync(t *testing.T) (entered <-chan struct{}, release func()) {
 // The put is answered once its sync returns, and its update follows the
 // acknowledged one.
 func TestRequestsAnsweredWhileAPutWaitsForSync(t *testing.T) {
-	s := openStore(t, clock.NewFake(start))
+	t.Parallel()
+	s, faults := openFaultyStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), alice)
 	const ns = "user/alice"
 	wantSnapshot(t, c.call(watchReq(1, "w", ns, "")), 1, "w")
@@ -51,7 +67,7 @@ func TestRequestsAnsweredWhileAPutWaitsForSync(t *testing.T) {
 	wantEntry(t, answer, 3)
 	wantUpdate(t, update, "w", 1, kindPut)
 
-	entered, release := stallNextSync(t)
+	entered, release := stallNextSync(t, faults)
 	c.send(putReq(4, ns, "k", doc("b"), rev(1), 0))
 	<-entered
 	if ack := c.call(ackReq(5, "w", 1)).GetAckResult(); ack.GetRequestId() != 5 || ack.GetAppliedSequence() != 1 {
@@ -76,13 +92,14 @@ func TestRequestsAnsweredWhileAPutWaitsForSync(t *testing.T) {
 // read until the put is answered, so the answers come in that order. With
 // room for two, the get overtakes the put.
 func TestMaxInFlightStopsTheReading(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		maxInFlight int
 		first       uint64
 	}{{1, 1}, {2, 2}} {
-		s := openStore(t, clock.NewFake(start))
+		s, faults := openFaultyStore(t, clock.NewFake(start))
 		c := dial(t, dispatch.New(s, dispatch.Options{MaxInFlight: tc.maxInFlight}), alice)
-		entered, release := stallNextSync(t)
+		entered, release := stallNextSync(t, faults)
 		c.send(putReq(1, "user/alice", "k", doc("a"), nil, 0))
 		<-entered
 		c.send(getReq(2, "user/alice", "k"))
@@ -107,6 +124,7 @@ func TestMaxInFlightStopsTheReading(t *testing.T) {
 // the peer's reading while the peer blocks on its writing, and every frame
 // is answered once the peer reads.
 func TestPeerThatWritesBeforeReading(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	conn, _ := rawSession(t, dispatch.New(s, dispatch.Options{}), alice, 0)
 	c := framing.NewConn[*pb.ServerMessage, *pb.ClientMessage](conn, 0, func() *pb.ServerMessage { return new(pb.ServerMessage) })

@@ -173,11 +173,11 @@ func TestBadInputGetsItsDocumentedAnswer(t *testing.T) {
 // another request with the same id: the second is refused with request_id
 // 0 naming the id, the first is answered normally.
 func TestReusedInFlightRequestID(t *testing.T) {
-	s := openStore(t, clock.NewFake(start))
+	s, faults := openFaultyStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), alice)
 	wantEntry(t, c.call(putReq(1, "user/alice", "k", doc("a"), nil, 0)), 1)
 
-	entered, release := stallNextSync(t)
+	entered, release := stallNextSync(t, faults)
 	c.send(putReq(7, "user/alice", "k", doc("b"), nil, 0))
 	<-entered
 	e := wantError(t, c.call(getReq(7, "user/alice", "k")), 0, codeInvalidArgument, "request_id")
