@@ -153,12 +153,14 @@ type ackedOp struct {
 // acknowledged write is present or superseded by a later one, and
 // revisions never go backwards.
 func TestCrashKillNoAcknowledgedWriteLost(t *testing.T) {
+	t.Parallel()
 	crashKillLoop(t, "")
 }
 
 // TestCrashKillDuringCheckpoints is the same with a checkpoint and a
 // journal truncation every few kilobytes.
 func TestCrashKillDuringCheckpoints(t *testing.T) {
+	// Serial: t.Setenv: the children inherit the environment.
 	crashKillLoop(t, "12000")
 }
 
@@ -166,6 +168,7 @@ func TestCrashKillDuringCheckpoints(t *testing.T) {
 // reopens the store every few writes, so kills also land in the trim of
 // the pre-written tail at Close and at Open.
 func TestCrashKillDuringTrims(t *testing.T) {
+	// Serial: t.Setenv: the children inherit the environment.
 	t.Setenv(envCrashReopen, "1")
 	crashKillLoop(t, "")
 }

@@ -3,12 +3,16 @@ package statestore_test
 import (
 	"errors"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/watch"
 )
 
 func (f *fixture) lease(p statestore.Principal, ns, key string, x statestore.Expect, ttl time.Duration) (statestore.Entry, error) {
@@ -32,6 +36,7 @@ func journalKinds(t *testing.T, f *fixture) []journal.Kind {
 
 // TestLeasePattern is the specification's service-coordination pattern.
 func TestLeasePattern(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ns, key := "service/transcoder-a", "leases/front-door-video-browser-h264-720p"
 	w1 := statestore.Principal{ID: "worker-1", Admin: true}
@@ -85,6 +90,7 @@ func TestLeasePattern(t *testing.T) {
 // compare-and-set arriving after the deadline sees the key as gone, and the
 // EXPIRE is committed before the write that observed the absence.
 func TestExpiredKeyObservedOnlyAfterExpire(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e, err := f.lease(alice, "user/alice", "lease", statestore.CreateOnly, 5*time.Second)
 	if err != nil {
@@ -109,6 +115,7 @@ func TestExpiredKeyObservedOnlyAfterExpire(t *testing.T) {
 // TestRestartPurgesOverdueLeases: leases that lapse while the store is
 // closed are expired on open, one EXPIRE each, before anything is served.
 func TestRestartPurgesOverdueLeases(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ns := "service/s1"
 	f.mustPut(admin, ns, "durable", docN(1))
@@ -159,5 +166,78 @@ func TestRestartPurgesOverdueLeases(t *testing.T) {
 	f.reopen()
 	if f.s.OpenReport().Expired != 0 || f.s.Namespace(ns).Revision != e.Revision {
 		t.Fatalf("second reopen: %+v, revision %d", f.s.OpenReport(), f.s.Namespace(ns).Revision)
+	}
+}
+
+// TestExpiryRetryWaitsOnTheClock: when the journal refuses a lapsed
+// lease's EXPIRE (a full disk with its reserve used up, a failing disk),
+// the expiry goroutine tries again after a second of the store's clock,
+// never at once in a loop; once the disk accepts, the EXPIRE commits and
+// reaches the watcher.
+func TestExpiryRetryWaitsOnTheClock(t *testing.T) {
+	t.Parallel()
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.Faults = -1, faults })
+	const ns = "service/leases"
+	lease, err := f.lease(admin, ns, "holder", statestore.CreateOnly, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, sink := f.session(admin)
+	f.watch(ss, "w", ns, "")
+
+	const failing = 3
+	var (
+		mu       sync.Mutex
+		attempts []time.Time // fake time of each journal fdatasync
+	)
+	tried := make(chan struct{}, 1000)
+	t.Cleanup(faults.SetSync(func(path string) error {
+		if filepath.Base(path) == journal.FloorFile {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		now := f.clock.Now()
+		if n := len(attempts); n > 0 && now.Before(attempts[n-1].Add(time.Second)) {
+			t.Errorf("EXPIRE retried at %v, %v after the failed attempt: want a second's wait", now, now.Sub(attempts[n-1]))
+		}
+		attempts = append(attempts, now)
+		tried <- struct{}{}
+		if len(attempts) <= failing {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	drain := func() {
+		for {
+			select {
+			case <-f.clock.Armed():
+			default:
+				return
+			}
+		}
+	}
+	// The expiry loop arms its timer for the lease after the commit, on its
+	// own goroutine: advancing before that would make its first arm look
+	// like a retry's below. Nothing else arms a timer here (no update is
+	// pending acknowledgement).
+	<-f.clock.Armed()
+	f.clock.Advance(5 * time.Second)
+	for range failing {
+		<-tried
+		<-f.clock.Armed() // the retry timer
+		drain()
+		f.clock.Advance(time.Second)
+	}
+	<-tried
+	u := sink.nextUpdate(t)
+	if u.Kind != watch.Expire || u.Key != "holder" || u.Revision != lease.Revision+1 {
+		t.Fatalf("update %+v, want the EXPIRE at revision %d", u, lease.Revision+1)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != failing+1 {
+		t.Fatalf("%d EXPIRE attempts, want %d", len(attempts), failing+1)
 	}
 }

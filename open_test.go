@@ -2,13 +2,16 @@ package statestore_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/recovery"
+	"github.com/keeppeek/statestore/internal/smalldisk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
@@ -22,6 +25,7 @@ func putRec(ns, key string, rev uint64) *journal.Record {
 // TestReplayRejects writes journals by hand that no admitted write could
 // have produced: Open must refuse each, naming the journal index and why.
 func TestReplayRejects(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		recs   []*journal.Record
@@ -72,6 +76,7 @@ func TestReplayRejects(t *testing.T) {
 }
 
 func TestOpenCutsTornTailAndRefusesCorruption(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for i := 0; i < 5; i++ {
 		f.mustPut(alice, "user/alice", "k", docN(i))
@@ -121,4 +126,80 @@ func TestOpenCutsTornTailAndRefusesCorruption(t *testing.T) {
 		t.Fatalf("want corruption at index 1 offset 0, got %v", err)
 	}
 	wantCode(t, err, statestore.Unavailable, "store")
+}
+
+// alignJournalTail puts padding entries until the tail segment ends on a
+// page boundary, so the next record needs a page of its own: on a full
+// tmpfs it then fails with ENOSPC instead of landing in the last page's
+// slack.
+func alignJournalTail(t *testing.T, f *fixture) {
+	t.Helper()
+	const page = 4096
+	dir := filepath.Join(f.dir, statestore.StoreDirName, "journal")
+	tail := func() int64 {
+		segs, err := journal.ListSegments(dir)
+		if err != nil || len(segs) == 0 {
+			t.Fatalf("segments: %v %v", segs, err)
+		}
+		return segs[len(segs)-1].Size
+	}
+	pad := func(n int) []byte {
+		// JSON whitespace: any amount of it is a valid document.
+		return fmt.Appendf(nil, `{"role":"subscribe","desired":true,"source_id":"pad","media_kind":"video"%s}`, strings.Repeat(" ", n))
+	}
+	const probe = 200
+	size := tail()
+	f.mustPut(admin, "group/pad", "pad", pad(probe))
+	overhead := tail() - size - probe // the frame and length prefix around the padding
+	for range 4 {
+		size = tail()
+		rem := (page - size%page) % page
+		if rem == 0 {
+			return
+		}
+		if rem < overhead+1 {
+			rem += page
+		}
+		f.mustPut(admin, "group/pad", "pad", pad(int(rem-overhead)))
+	}
+	t.Fatalf("could not align the journal tail (size %d)", tail())
+}
+
+// TestOpenOnFullDiskSpendsReserveForPurge: a store closed with its reserve
+// whole, reopened on a disk filled meanwhile with a lease overdue, opens:
+// the purge's EXPIRE fails for want of space, the journal gives the
+// reserve up, and the EXPIRE is committed into it. The store then serves
+// on its reserve.
+func TestOpenOnFullDiskSpendsReserveForPurge(t *testing.T) {
+	t.Parallel()
+	f, mnt := newFullDiskFixture(t)
+	const ns = "service/leases"
+	if _, err := f.lease(admin, ns, "holder", statestore.CreateOnly, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kept := f.mustPut(admin, ns, "kept", docN(3))
+	alignJournalTail(t, f)
+	f.s.Close()
+	f.s = nil
+	requireReserve(t, mnt, true)
+	smalldisk.Fill(t, mnt, "filler")
+
+	f.clock.Advance(10 * time.Second)
+	f.open()
+	if got := f.s.OpenReport().Expired; got != 1 {
+		t.Fatalf("restart purge expired %d leases, want 1", got)
+	}
+	if st := f.s.Stats().JournalReserve; !st.Spent || st.Releases != 1 {
+		t.Fatalf("the purge should have spent the reserve: %+v", st)
+	}
+	requireReserve(t, mnt, false)
+	if e, err := f.s.Get(ctx, admin, ns, "kept"); err != nil || e.Revision != kept.Revision {
+		t.Fatalf("kept entry: %+v %v", e, err)
+	}
+	_, err := f.put(admin, ns, "new", docN(1), statestore.Expect{})
+	wantReserveRefusal(t, err)
+	f.reopen()
+	if _, err := f.s.Get(ctx, admin, ns, "holder"); statestore.CodeOf(err) != statestore.NotFound || f.s.OpenReport().Expired != 0 {
+		t.Fatalf("the purge's EXPIRE did not survive a reopen: %v, expired again %d", err, f.s.OpenReport().Expired)
+	}
 }

@@ -11,6 +11,7 @@ import (
 // row that refused it, so a caller can tell "not an administrator" from
 // "not the owner" from "only the server writes here" without the source.
 func TestPermissionDeniedNamesRule(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tests := []struct {
 		name  string
@@ -47,5 +48,28 @@ func TestPermissionDeniedNamesRule(t *testing.T) {
 				t.Fatalf("%q does not name the namespace %q", se, tc.ns)
 			}
 		})
+	}
+}
+
+func TestMayReadFollowsTheNamespacePolicy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		p    statestore.Principal
+		ns   string
+		want bool
+	}{
+		{alice, "user/alice", true},
+		{alice, "user/bob", false},
+		{alice, "service/transcoder-a", false},
+		{alice, "system/observed", false},
+		{admin, "service/transcoder-a", true},
+		{admin, "user/bob", true},
+		{admin, "system/observed", true},
+		{statestore.Principal{}, "user/", false},
+	}
+	for _, c := range cases {
+		if got := c.p.MayRead(c.ns); got != c.want {
+			t.Errorf("%+v.MayRead(%q) = %v, want %v", c.p, c.ns, got, c.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/watch"
+	"github.com/keeppeek/statestore/worker/watchcache"
 )
 
 // chanSink delivers every message to a channel the test reads; fail, if
@@ -116,6 +118,7 @@ func (f *fixture) watch(ss *statestore.Session, id, ns, prefix string) statestor
 // to provoke it; a watcher on another prefix sees a revision skip and no
 // sequence skip.
 func TestScenario2LeaseExpiryReachesEveryWatcher(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ns := "service/transcoder-a"
 	lease, err := f.lease(admin, ns, "leases/front-door", statestore.CreateOnly, 5*time.Second)
@@ -164,6 +167,7 @@ func TestScenario2LeaseExpiryReachesEveryWatcher(t *testing.T) {
 // updates are exactly the later matching records, in order, each once,
 // with contiguous sequences.
 func TestScenario3WatchDuringWrites(t *testing.T) {
+	t.Parallel()
 	// No checkpoints: the whole journal is the reference history.
 	f := newFixture(t, func(o *statestore.Options) {
 		o.Limits.MaxWatches, o.Limits.MaxWatchesPerSession, o.CheckpointBytes = 4096, 4096, -1
@@ -323,6 +327,7 @@ func TestScenario3WatchDuringWrites(t *testing.T) {
 }
 
 func TestWatchBounds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for i := 0; i < 65; i++ {
 		f.mustPut(admin, "group/big", fmt.Sprintf("many/k%02d", i), docN(i))
@@ -359,6 +364,7 @@ func TestWatchBounds(t *testing.T) {
 }
 
 func TestWatchStoreLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxWatches = 3 })
 	for i := 0; i < 3; i++ {
 		ss, _ := f.session(admin)
@@ -370,6 +376,7 @@ func TestWatchStoreLimit(t *testing.T) {
 }
 
 func TestWatchTerminations(t *testing.T) {
+	t.Parallel()
 	t.Run("BUFFER_OVERFLOW at the 33rd unacknowledged update", func(t *testing.T) {
 		f := newFixture(t)
 		ss, sink := f.session(admin)
@@ -492,6 +499,7 @@ func TestWatchTerminations(t *testing.T) {
 // TestNoGoroutineLeaks opens sessions and watches, closes them and the
 // store, and checks nothing is left running.
 func TestNoGoroutineLeaks(t *testing.T) {
+	// Serial: goleak checks every goroutine of the process.
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	f := newFixture(t)
 	var sessions []*statestore.Session
@@ -512,6 +520,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 // TestWatchIDBounds: a watch_id is one key segment, bounded as a key is;
 // anything else is INVALID_ARGUMENT naming watch_id and registers nothing.
 func TestWatchIDBounds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	max := f.s.Limits().MaxKeyBytes
 	cases := []struct {
@@ -548,4 +557,158 @@ func TestWatchIDBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeSource adapts a store session to the client cache's Source, the way
+// an embedder's protocol client would.
+type storeSource struct {
+	s  *statestore.Store
+	ss *statestore.Session
+}
+
+func (src *storeSource) Watch(id, ns, prefix string) (uint64, []*materialize.Entry, error) {
+	res, err := src.s.Watch(ctx, src.ss, statestore.WatchRequest{WatchID: id, Namespace: ns, KeyPrefix: prefix})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]*materialize.Entry, len(res.Entries))
+	for i := range res.Entries {
+		out[i] = &res.Entries[i]
+	}
+	return res.SnapshotRevision, out, nil
+}
+
+func (src *storeSource) Unwatch(id string) error { return src.s.Unwatch(src.ss, id) }
+
+func (src *storeSource) Ack(id string, n uint64) error { return src.s.Ack(src.ss, id, n) }
+
+// routedSink hands messages to the cache from its own goroutine; drop, if
+// set, loses a message as a faulty channel would.
+type routedSink struct {
+	mu      sync.Mutex
+	drop    func(watch.Message) bool
+	ch      chan watch.Message
+	handled chan struct{}
+}
+
+func (r *routedSink) Deliver(m watch.Message) error {
+	r.mu.Lock()
+	drop := r.drop != nil && r.drop(m)
+	r.mu.Unlock()
+	if !drop {
+		r.ch <- m
+	}
+	return nil
+}
+
+func startCache(t *testing.T, f *fixture, ns, prefix string) (*watchcache.Cache, *routedSink) {
+	t.Helper()
+	rs := &routedSink{ch: make(chan watch.Message, 1024), handled: make(chan struct{}, 1024)}
+	ss, err := f.s.OpenSession(admin, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := watchcache.New(&storeSource{s: f.s, ss: ss}, ns, prefix, watchcache.WithWatchID("cache"))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range rs.ch {
+			c.Handle(m)
+			rs.handled <- struct{}{}
+		}
+	}()
+	t.Cleanup(func() {
+		ss.Close()
+		<-ss.Done() // no Deliver is running: the channel can close
+		close(rs.ch)
+		<-done
+	})
+	return c, rs
+}
+
+// converge waits until the cache equals the store's entries under prefix.
+func converge(t *testing.T, f *fixture, c *watchcache.Cache, rs *routedSink, ns string, keys []string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		if reflect.DeepEqual(cacheState(c, keys), storeState(f, ns, keys)) && c.Revision() == f.s.Namespace(ns).Revision {
+			return
+		}
+		select {
+		case <-rs.handled:
+		case <-deadline:
+			t.Fatalf("cache never converged: cache %v store %v", cacheState(c, keys), storeState(f, ns, keys))
+		}
+	}
+}
+
+func cacheState(c *watchcache.Cache, keys []string) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, k := range keys {
+		if e, ok := c.Get(k); ok {
+			m[k] = e.Revision
+		}
+	}
+	return m
+}
+
+func storeState(f *fixture, ns string, keys []string) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, k := range keys {
+		if e, err := f.s.Get(ctx, admin, ns, k); err == nil {
+			m[k] = e.Revision
+		}
+	}
+	return m
+}
+
+func TestClientCacheRecovers(t *testing.T) {
+	t.Parallel()
+	const ns = "service/worker"
+	keys := []string{"intents/a", "intents/b", "intents/c"}
+	t.Run("sequence gap", func(t *testing.T) {
+		f := newFixture(t)
+		f.mustPut(admin, ns, "intents/a", docN(0))
+		c, rs := startCache(t, f, ns, "intents/")
+		var seen int
+		rs.mu.Lock()
+		rs.drop = func(m watch.Message) bool {
+			if _, ok := m.(*watch.Update); ok {
+				seen++
+				return seen == 3 // lose the third update
+			}
+			return false
+		}
+		rs.mu.Unlock()
+		for i := 0; i < 8; i++ {
+			f.mustPut(admin, ns, keys[i%3], docN(i))
+		}
+		f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: ns, Key: "intents/b"})
+		converge(t, f, c, rs, ns, keys)
+		if c.Resnapshots() < 1 {
+			t.Fatal("the cache did not re-snapshot after the gap")
+		}
+	})
+	t.Run("closure by restore", func(t *testing.T) {
+		f := newFixture(t)
+		f.mustPut(admin, ns, "intents/a", docN(0))
+		var backup bytes.Buffer
+		f.s.Backup(&backup)
+		c, rs := startCache(t, f, ns, "intents/")
+		f.mustPut(admin, ns, "intents/b", docN(1))
+		// The cache holds intents/b before the restore, so only handling
+		// the RESTORED close (and re-snapshotting) makes it converge:
+		// otherwise it could look converged with the close still queued.
+		converge(t, f, c, rs, ns, keys)
+		if err := f.s.Restore(&backup); err != nil {
+			t.Fatal(err)
+		}
+		converge(t, f, c, rs, ns, keys)
+		if c.Resnapshots() < 1 || fmt.Sprint(c.Keys()) != "[intents/a]" {
+			t.Fatalf("after restore: resnapshots %d keys %v", c.Resnapshots(), c.Keys())
+		}
+	})
 }

@@ -22,6 +22,7 @@ import (
 // TestStatsCommitMoves: each committed write moves the commit counters and
 // histograms by exactly its share, and the quota gauges follow the data.
 func TestStatsCommitMoves(t *testing.T) {
+	t.Parallel()
 	// No pre-writing: its background zeros would move the journal's size
 	// on disk between the stats and the directory listing compared below.
 	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes, o.NoPrewrite = -1, true })
@@ -80,6 +81,7 @@ func TestStatsCommitMoves(t *testing.T) {
 // TestStatsRefusedByCode refuses one write per code and checks that only
 // that code's counter moved, by one, and nothing counted as committed.
 func TestStatsRefusedByCode(t *testing.T) {
+	t.Parallel()
 	doc := intentDoc(t)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -162,6 +164,7 @@ func TestStatsRefusedByCode(t *testing.T) {
 // journal failure, and the write it fails counts as STORAGE, not as a
 // commit.
 func TestStatsFailedSync(t *testing.T) {
+	t.Parallel()
 	faults := &fault.Hooks{}
 	f := newFixture(t, func(o *statestore.Options) { o.Faults = faults })
 	f.mustPut(alice, "user/alice", "k", docN(1))
@@ -191,6 +194,7 @@ func TestStatsFailedSync(t *testing.T) {
 // TestStatsWatches: opening a watch, its snapshot, its updates, closing it
 // by each way a watch ends, and a refused watch all show.
 func TestStatsWatches(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxSnapshotEntries = 2 })
 	const ns = "user/alice"
 	f.mustPut(alice, ns, "a/1", docN(1))
@@ -249,6 +253,7 @@ func TestStatsWatches(t *testing.T) {
 // TestStatsCheckpoint: a checkpoint moves the count, index, time and
 // duration; one that fails moves only the failure count and duration.
 func TestStatsCheckpoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(o *statestore.Options) { o.CheckpointBytes = -1 })
 	f.mustPut(alice, "user/alice", "k", docN(1))
 	if st := f.s.Stats(); st.Checkpoints.Written != 0 || !st.Checkpoints.LastTime.IsZero() {
@@ -281,6 +286,7 @@ func TestStatsCheckpoint(t *testing.T) {
 // TestFailedOpenStats: the Stats built from each kind of Open failure say
 // the store is not open and why.
 func TestFailedOpenStats(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		open    func(t *testing.T) error
