@@ -86,6 +86,7 @@ func (d *damagedStore) crashedBeforeFinalAck() uint64 {
 // was never acknowledged: every record up to the acknowledged floor is
 // served.
 func TestDamagedStoresOpenAndVerifyAgree(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// damage edits the store and returns the index of the last
@@ -202,6 +203,7 @@ func TestDamagedStoresOpenAndVerifyAgree(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ts := newTestStore(t, func(o *statestore.Options) { o.SegmentSize = 4 << 10 })
 			ts.fill(90)
 			// The rows damage the last segment's final record: make sure it
@@ -280,6 +282,7 @@ func zeroTail(n int) func(d *damagedStore) uint64 {
 // restore, on a store that exists, and with a damaged backup): each exits
 // non-zero and leaves every file byte-identical, LOCK included.
 func TestRefusedCommandsChangeNothing(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, func(o *statestore.Options) { o.SegmentSize = 4 << 10 })
 	ts.fill(90)
 	var backup bytes.Buffer
@@ -319,6 +322,8 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 		{"restore into a store copied without its LOCK", noLock, []string{"restore", "--dir", noLock, "--in", good}},
 		{"restore of a damaged backup", empty, []string{"restore", "--dir", empty, "--in", bad}},
 	}
+	// The cases run one by one: several share ts.dir, whose tree each one
+	// holds unchanged while its command runs.
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := treeHashes(t, tc.dir)
@@ -341,7 +346,9 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 // saying that the records exist only in the damaged images, and repair
 // changes nothing.
 func TestDamagedCheckpointWayOut(t *testing.T) {
+	t.Parallel()
 	t.Run("journal holds everything", func(t *testing.T) {
+		t.Parallel()
 		ts := newTestStore(t)
 		ts.fill(40)
 		if err := ts.s.Checkpoint(); err != nil {
@@ -370,6 +377,7 @@ func TestDamagedCheckpointWayOut(t *testing.T) {
 		}
 	})
 	t.Run("journal reclaimed behind the images", func(t *testing.T) {
+		t.Parallel()
 		ts := newTestStore(t, func(o *statestore.Options) { o.SegmentSize = 2 << 10 })
 		for range 3 {
 			ts.fill(40)
