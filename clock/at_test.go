@@ -25,6 +25,7 @@ func (c *jumpyClock) NewTimer(d time.Duration) Timer {
 }
 
 func TestTimerAtIsNotLateWhenTheClockMoves(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_750_000_000_000)
 	tests := []struct {
 		name string
@@ -35,6 +36,7 @@ func TestTimerAtIsNotLateWhenTheClockMoves(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := NewFake(start)
 			tm := TimerAt(tc.clk(f), start.Add(3*time.Second))
 			f.Set(start.Add(3*time.Second - time.Millisecond))
@@ -54,6 +56,7 @@ func TestTimerAtIsNotLateWhenTheClockMoves(t *testing.T) {
 }
 
 func TestTimerAtInThePastFiresAtOnce(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_750_000_000_000)
 	f := NewFake(start)
 	select {

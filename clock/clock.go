@@ -2,9 +2,13 @@
 // expiry and acknowledgement deadlines are tested by advancing a fake clock
 // instead of sleeping.
 //
-// Invariant: a Fake clock only moves when Advance or Set is called, and a
-// timer fires exactly when the fake time reaches its deadline (inclusive),
-// never before.
+// # Invariants
+//
+//  1. A Fake clock only moves when Advance or Set is called, and a timer
+//     fires exactly when the fake time reaches its deadline (inclusive),
+//     never before.
+//     Code: Fake.Set, Fake.Advance, Fake.newTimer, Fake.NewTimerAt.
+//     Tests: TestFakeTimersFireAtDeadlineInOrder, TestTimerAtIsNotLateWhenTheClockMoves, TestTimerAtInThePastFiresAtOnce.
 package clock
 
 import (

@@ -6,6 +6,7 @@ import (
 )
 
 func TestFakeTimersFireAtDeadlineInOrder(t *testing.T) {
+	t.Parallel()
 	f := NewFake(time.Unix(100, 0))
 	late := f.NewTimer(2 * time.Second)
 	early := f.NewTimer(time.Second)

@@ -34,6 +34,7 @@ import (
 func FuzzStoreModel(f *testing.F) {
 	addSeeds(f, apiSeeds())
 	f.Fuzz(func(t *testing.T, program []byte) {
+		t.Parallel()
 		withDeadline(t, 2*time.Minute, "the program", func() error {
 			h := newHarness(t)
 			defer h.finish()

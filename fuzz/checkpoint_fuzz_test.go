@@ -61,6 +61,8 @@ func allocCeiling(lim checkpoint.Limits) uint64 {
 //     runtime.MemStats, whatever the header claims.
 func FuzzCheckpointLoad(f *testing.F) {
 	addSeeds(f, checkpointSeeds(f))
+	// Inputs run one at a time: property 3 reads runtime.MemStats, which
+	// counts the allocations of the whole process.
 	f.Fuzz(func(t *testing.T, img []byte, ops []byte) {
 		r := realData(t)
 		checkCheckpoint(t, r, mutateImage(img, ops))
@@ -268,6 +270,7 @@ func checkpointSeeds(tb testing.TB) map[string][]any {
 // claiming the largest body the limits allow is refused without allocating
 // anything like it, and the real image decodes well under it.
 func TestCheckpointAllocCeiling(t *testing.T) {
+	// Serial: runtime.MemStats counts the allocations of the whole process.
 	r := realData(t)
 	lim := ckptLimits(r)
 	var before, after runtime.MemStats

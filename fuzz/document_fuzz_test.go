@@ -53,6 +53,7 @@ func FuzzDocumentValidate(f *testing.F) {
 	addSeeds(f, documentSeeds(f))
 	reg := schema.NewRegistry()
 	f.Fuzz(func(t *testing.T, doc []byte) {
+		t.Parallel()
 		in := bytes.Clone(doc)
 		err := reg.Validate(schema.MediaIntentV1, in)
 		if !bytes.Equal(in, doc) {
@@ -415,6 +416,7 @@ func documentSeeds(tb testing.TB) map[string][]any {
 // TestDocumentSeeds checks the oracle against the fixtures: it passes every
 // accepted seed, and every document Validate accepts here.
 func TestDocumentSeeds(t *testing.T) {
+	t.Parallel()
 	reg := schema.NewRegistry()
 	for name, args := range documentSeeds(t) {
 		doc := args[0].([]byte)

@@ -86,6 +86,7 @@ import (
 func FuzzJournalOpen(f *testing.F) {
 	addSeeds(f, journalSeeds(f))
 	f.Fuzz(func(t *testing.T, dir []byte, ops []byte) {
+		t.Parallel()
 		r := realData(t)
 		files := mutateDir(decodeDir(dir), ops)
 		checkJournalDir(t, r, files)
@@ -686,6 +687,7 @@ func journalSeeds(tb testing.TB) map[string][]any {
 // TestJournalMutations pins the outcome of the seed mutations, so a
 // regression shows as a plain test failure, not only as a fuzz finding.
 func TestJournalMutations(t *testing.T) {
+	t.Parallel()
 	r := realData(t)
 	n := len(r.recs)
 	want := map[string]int{ // accepted record count; -1 refused
@@ -696,6 +698,7 @@ func TestJournalMutations(t *testing.T) {
 	}
 	for name, args := range journalSeeds(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			files := mutateDir(decodeDir(args[0].([]byte)), args[1].([]byte))
 			checkJournalDir(t, r, files)
 			w, ok := want[name]
@@ -733,6 +736,7 @@ var errIndexGap = errors.New("index gap")
 // candidate by its length fields first). A 2 MiB tail must open well within
 // a second.
 func TestTailScanLinear(t *testing.T) {
+	// Serial: timing on two cores; it holds Open to a wall-clock bound.
 	r := realData(t)
 	files := append([]segFile(nil), r.segs...)
 	last := &files[len(files)-1]

@@ -42,6 +42,7 @@ var wideLimits = journal.Limits{MaxNamespace: 0xFFFF, MaxKey: 0xFFFF, MaxSchema:
 func FuzzRecordDecode(f *testing.F) {
 	addSeeds(f, recordSeeds(f))
 	f.Fuzz(func(t *testing.T, frame []byte, kind byte, rev uint64, ms int64, cuts uint64) {
+		t.Parallel()
 		r := realData(t)
 		checkFrame(t, frame, r.lim)
 		checkBuiltRecord(t, frame, kind, rev, ms, cuts, r.lim)
@@ -150,6 +151,7 @@ func checkBuiltRecord(t *testing.T, data []byte, kind byte, rev uint64, ms int64
 
 // TestRecordBitFlips checks property 4 exhaustively on every seed frame.
 func TestRecordBitFlips(t *testing.T) {
+	t.Parallel()
 	r := realData(t)
 	for i, fr := range r.frames {
 		for bit := 0; bit < len(fr)*8; bit++ {

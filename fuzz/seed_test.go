@@ -248,6 +248,7 @@ func buildRealStore() (_ *realStore, err error) {
 // TestSeedStore pins the shape the targets rely on: several segments, every
 // record kind, and a checkpoint equal to the journal's replay.
 func TestSeedStore(t *testing.T) {
+	t.Parallel()
 	r := realData(t)
 	if n := len(r.segs); n < 3 || n > 6 {
 		t.Errorf("seed journal has %d segments, want 3-6", n)
@@ -349,6 +350,7 @@ func seedCorpus(tb testing.TB) map[string]map[string][]any {
 // rewrites them all (removing stale seed-* files) with -update-corpus.
 // Crashers the fuzzer saved there keep other names and are left alone.
 func TestSeedCorpus(t *testing.T) {
+	t.Parallel()
 	// Seeds copied from package schema's fixtures follow that package's
 	// edits; a difference there is only logged.
 	report := func(name, format string, args ...any) {

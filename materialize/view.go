@@ -2,22 +2,34 @@
 // applied to: entries ordered by (namespace, key) in a B-tree, per-namespace
 // revision counters, entry and byte counters, and the lease deadline index.
 //
-// Invariants (Apply refuses any record that would break one, changing
-// nothing):
-//   - Every record advances its namespace's revision by exactly one; a
-//     namespace's counter is kept when its last entry goes, so revisions
-//     never repeat while the view lives.
-//   - Entry.Revision is the namespace revision of the entry's last PUT.
-//   - DELETE and EXPIRE name an existing key; EXPIRE only a leased one.
-//   - Counters (entries and value bytes, per namespace and in total) always
-//     equal what the tree holds.
-//   - The deadline index holds exactly the entries with a lease.
-//
 // A View is not safe for concurrent mutation. Clone is O(1) and
 // copy-on-write: the store applies each batch to a clone and publishes it
 // only after the journal fsync, so a published view is never written again
 // and any number of readers (gets, watch snapshots, checkpoints, backups)
 // can read it without locks.
+//
+// # Invariants
+//
+// Apply refuses any record that would break one, changing nothing.
+//
+//  1. Every record advances its namespace's revision by exactly one; a
+//     namespace's counter is kept when its last entry goes, so revisions
+//     never repeat while the view lives.
+//     Code: CheckTransition, View.Apply, View.put.
+//     Tests: TestApplyRefusesAndChangesNothing, TestApplyCounters.
+//  2. Entry.Revision is the namespace revision of the entry's last PUT.
+//     Code: View.put.
+//     Tests: TestApplyCounters.
+//  3. DELETE and EXPIRE name an existing key; EXPIRE only a leased one.
+//     Code: CheckTransition, View.Inspect.
+//     Tests: TestApplyRefusesAndChangesNothing.
+//  4. Counters (entries and value bytes, per namespace and in total) always
+//     equal what the tree holds.
+//     Code: View.count, View.uncount, Restore.
+//     Tests: TestApplyCounters, TestRestoreChecks.
+//  5. The deadline index holds exactly the entries with a lease.
+//     Code: View.count, View.uncount.
+//     Tests: TestCloneIsolation, TestDueInclusiveAndOrdered.
 package materialize
 
 import (

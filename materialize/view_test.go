@@ -27,6 +27,7 @@ func mustApply(t *testing.T, v *View, recs ...*journal.Record) {
 }
 
 func TestApplyCounters(t *testing.T) {
+	t.Parallel()
 	v := New()
 	mustApply(t, v,
 		put("a", "k1", 1, 0, "12345"),
@@ -50,6 +51,7 @@ func TestApplyCounters(t *testing.T) {
 }
 
 func TestApplyRefusesAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		rec  *journal.Record
@@ -63,6 +65,7 @@ func TestApplyRefusesAndChangesNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			v := New()
 			mustApply(t, v, put("a", "k", 1, 0, "x"))
 			before := fmt.Sprint(v.Namespace("a"))
@@ -77,6 +80,7 @@ func TestApplyRefusesAndChangesNothing(t *testing.T) {
 }
 
 func TestCloneIsolation(t *testing.T) {
+	t.Parallel()
 	v := New()
 	mustApply(t, v, put("a", "k", 1, 10, "x"))
 	c := v.Clone()
@@ -96,6 +100,7 @@ func TestCloneIsolation(t *testing.T) {
 }
 
 func TestDueInclusiveAndOrdered(t *testing.T) {
+	t.Parallel()
 	v := New()
 	mustApply(t, v, put("a", "late", 1, 30, "x"), put("a", "early", 2, 10, "x"), put("b", "tie", 1, 10, "x"), put("a", "none", 3, 0, "x"))
 	var got []string
@@ -111,6 +116,7 @@ func TestDueInclusiveAndOrdered(t *testing.T) {
 }
 
 func TestAscendPrefix(t *testing.T) {
+	t.Parallel()
 	v := New()
 	mustApply(t, v, put("a", "intents/x", 1, 0, "x"), put("a", "intents/y", 2, 0, "x"), put("a", "leases/z", 3, 0, "x"), put("b", "intents/q", 1, 0, "x"))
 	var got []string
@@ -121,6 +127,7 @@ func TestAscendPrefix(t *testing.T) {
 }
 
 func TestRestoreChecks(t *testing.T) {
+	t.Parallel()
 	e := &Entry{Namespace: "a", Key: "k", Revision: 2, Document: []byte("xy")}
 	tests := []struct {
 		name    string
@@ -137,6 +144,7 @@ func TestRestoreChecks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			v, err := Restore(tc.ns, tc.entries)
 			if (err == nil) != tc.ok {
 				t.Fatalf("ok=%v, err %v", tc.ok, err)

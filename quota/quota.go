@@ -1,14 +1,21 @@
 // Package quota holds the store's bounds as one configurable struct and the
 // checks that enforce them.
 //
-// Invariants:
-//   - Every check is a pure function of the current usage and the proposed
+// # Invariants
+//
+//  1. Every check is a pure function of the current usage and the proposed
 //     change: a rejected write has reserved nothing, because nothing was
 //     reserved before the check.
-//   - The same checks run at admission and at replay, so a store whose files
+//     Code: Limits.CheckPut, Limits.CheckDocument, Usage.
+//     Tests: TestCheckPut, statestore.TestQuotaWorkload.
+//  2. The same checks run at admission and at replay, so a store whose files
 //     exceed a bound (a restored backup, a hand-edited journal) refuses to
 //     open instead of serving state no client could have written.
-//   - A full store fails the write; nothing here ever evicts.
+//     Code: Limits.CheckPut, statestore.batch.admit, statestore.ReplayChecker.Check.
+//     Tests: statestore.TestReplayRejects, statestore.TestQuotaWorkload.
+//  3. A full store fails the write; nothing here ever evicts.
+//     Code: Limits.CheckPut, Exceeded.
+//     Tests: TestCheckPut, statestore.TestQuotaWorkload, statestore.TestQuotaNamespaceCount.
 package quota
 
 import (

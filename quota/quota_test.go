@@ -8,6 +8,7 @@ import (
 )
 
 func TestWithDefaults(t *testing.T) {
+	t.Parallel()
 	l, err := Limits{MaxEntriesPerNamespace: 7}.WithDefaults()
 	if err != nil || l.MaxEntriesPerNamespace != 7 || l.MaxTotalBytes != 64<<20 || l.MaxTTL != 24*time.Hour {
 		t.Fatalf("%+v %v", l, err)
@@ -21,6 +22,7 @@ func TestWithDefaults(t *testing.T) {
 }
 
 func TestCheckPut(t *testing.T) {
+	t.Parallel()
 	l := Limits{MaxNamespaces: 2, MaxEntriesPerNamespace: 2, MaxTotalBytes: 100, MaxDocumentBytes: 50}
 	tests := []struct {
 		name      string
@@ -41,6 +43,7 @@ func TestCheckPut(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			err := l.CheckPut(tc.u, "ns", tc.replacing, tc.old, tc.new)
 			if BoundOf(err) != tc.bound {
 				t.Fatalf("bound %q, want %q (%v)", BoundOf(err), tc.bound, err)
@@ -53,6 +56,7 @@ func TestCheckPut(t *testing.T) {
 }
 
 func TestClampTTL(t *testing.T) {
+	t.Parallel()
 	l := Default()
 	tests := []struct {
 		in, want time.Duration

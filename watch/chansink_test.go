@@ -55,6 +55,7 @@ func receive(t *testing.T, s *watch.ChanSink) watch.Message {
 }
 
 func TestChanSinkDeliverBound(t *testing.T) {
+	t.Parallel()
 	s := watch.NewChanSink(2)
 	steps := []struct {
 		msg     watch.Message
@@ -102,6 +103,7 @@ func TestChanSinkDeliverBound(t *testing.T) {
 }
 
 func TestChanSinkDefaultBound(t *testing.T) {
+	t.Parallel()
 	q := quota.Default()
 	want := q.MaxWatchesPerSession * (1 + q.MaxUnackedUpdates)
 	if got := watch.NewChanSink(0).Bound(); got != want || watch.DefaultChanSinkBound != want {
@@ -115,6 +117,7 @@ func TestChanSinkDefaultBound(t *testing.T) {
 // A full ChanSink makes the registry close the watch with BUFFER_OVERFLOW
 // naming the sink's bound, and the Closed still reaches the reader.
 func TestChanSinkOverflowClosesWatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	sink := newObservedSink(3)
 	s := e.r.OpenSession("p", sink)
@@ -141,6 +144,7 @@ func TestChanSinkOverflowClosesWatch(t *testing.T) {
 // With the default bound the sink is never what refuses: a reader that
 // stops reading is caught by the registry's own MaxUnacked bound.
 func TestChanSinkDefaultLeavesOverflowToRegistry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	sink := newObservedSink(0)
 	s := e.r.OpenSession("p", sink)

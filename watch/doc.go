@@ -11,15 +11,20 @@
 // a control channel of its own can use [ChanSink], a bounded buffered
 // channel.
 //
-// Invariants (each pinned by tests):
-//   - No gap: a watch's Snapshot is the first message enqueued for it, and
+// # Invariants
+//
+//  1. No gap: a watch's Snapshot is the first message enqueued for it, and
 //     every event published after Add that matches the watch (same namespace,
 //     key with the watch's prefix) becomes exactly one Update after it.
 //     Events published before Add are in the snapshot the store captured.
-//   - Order: a watch's Updates carry watch_sequence 1, 2, 3, ... with no
+//     Code: Registry.Add, Registry.Publish, Session.push.
+//     Tests: TestNoGapUnderConcurrentWrites, TestSequencesPerWatch, TestMatching, TestOtherPrefixGetsNothing.
+//  2. Order: a watch's Updates carry watch_sequence 1, 2, 3, ... with no
 //     hole, in commit order, and reach the Sink in that order. Messages of
 //     one session reach its Sink in enqueue order, from one goroutine.
-//   - A Closed message is the last message a watch ever produces: once a
+//     Code: Registry.Publish, Session.run.
+//     Tests: TestSequencesPerWatch, TestNoGapUnderConcurrentWrites, TestConcurrentChurn.
+//  3. A Closed message is the last message a watch ever produces: once a
 //     watch is closed (overflow, ack timeout, authorization lost, snapshot
 //     delivery failure, store closed, restored) nothing more is delivered
 //     for it, its queued updates are dropped, and its slot no longer counts
@@ -27,14 +32,23 @@
 //     Closed): it answers the client's WatchState request. Remove ends a
 //     watch silently (the client asked for it); Session.Close drops
 //     everything (nobody is listening).
-//   - Bounded memory: a watch holds at most Limits.MaxUnacked updates that
+//     Code: Registry.closeLocked, Registry.unindexLocked, Registry.Remove, Session.Close, Session.run.
+//     Tests: TestBufferOverflowBoundary, TestCloseKeepsQueuedSnapshot, TestCloseDropsQueued,
+//     TestSinkFailureOnSnapshot, TestSinkFailureOnUpdate, TestLimits, TestSessionClose, TestConcurrentChurn.
+//  4. Bounded memory: a watch holds at most Limits.MaxUnacked updates that
 //     are enqueued but not acknowledged, and at most that many in its
 //     session's queue; the next one closes it with BufferOverflow. So a
 //     session's queue holds at most MaxUnacked updates + 1 Snapshot + 1
 //     Closed per watch.
-//   - Ack deadline: a watch whose oldest unacknowledged update was enqueued
+//     Code: Registry.Publish, watch.queued, Registry.Ack.
+//     Tests: TestBufferOverflowBoundary, TestAckFreesBuffer, TestQueueBoundedDespiteEarlyAcks, TestOlderAckKeepsBufferFreed.
+//  5. Ack deadline: a watch whose oldest unacknowledged update was enqueued
 //     at least Limits.AckDeadline ago (by the injected clock) is closed with
 //     AckTimeout. One timer serves the whole registry.
-//   - No leaks: Session.Close stops the session's goroutine; Registry.Stop
+//     Code: Registry.timerLoop, Registry.expire, Registry.deadline.
+//     Tests: TestAckDeadline, TestAckDeadlineFollowsOldestUnacked, TestFullyAckedNeverTimesOut.
+//  6. No leaks: Session.Close stops the session's goroutine; Registry.Stop
 //     delivers StoreClosed, then stops every goroutine and the timer.
+//     Code: Session.Close, Session.run, Registry.Stop.
+//     Tests: TestSessionClose, TestStop.
 package watch

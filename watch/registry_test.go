@@ -14,6 +14,7 @@ import (
 )
 
 func TestStrings(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		got, want string
 	}{
@@ -37,6 +38,7 @@ func TestStrings(t *testing.T) {
 }
 
 func TestLimitsDefaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	want := watch.Limits{MaxWatches: 1024, MaxPerSession: 16, MaxUnacked: 32, AckDeadline: 30 * time.Second}
 	if got := e.r.Limits(); got != want {
@@ -50,6 +52,7 @@ func TestLimitsDefaults(t *testing.T) {
 // Sequences start at 1 for every watch, whenever it was added, and have no
 // holes; the Snapshot comes first; updates follow commit order.
 func TestSequencesPerWatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("alice")
 	const ns = "user/alice"
@@ -90,6 +93,7 @@ func TestSequencesPerWatch(t *testing.T) {
 }
 
 func TestMatching(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name            string
 		watchNS, prefix string
@@ -107,6 +111,7 @@ func TestMatching(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, watch.Limits{})
 			s, _ := e.session("p")
 			e.add(s, "w", c.watchNS, c.prefix)
@@ -124,6 +129,7 @@ func TestMatching(t *testing.T) {
 }
 
 func TestOtherPrefixGetsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
 	e.add(s, "intents", "service/t", "intents/")
@@ -139,8 +145,10 @@ func TestOtherPrefixGetsNothing(t *testing.T) {
 // n unacknowledged updates are held; the next one closes the watch with
 // BUFFER_OVERFLOW, and nothing follows the Closed message.
 func TestBufferOverflowBoundary(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 2, 32} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, watch.Limits{MaxUnacked: n})
 			s, sink := e.session("p")
 			e.add(s, "w", "ns", "")
@@ -172,6 +180,7 @@ func TestBufferOverflowBoundary(t *testing.T) {
 }
 
 func TestAckFreesBuffer(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		ack     uint64 // after 32 updates
@@ -183,6 +192,7 @@ func TestAckFreesBuffer(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, watch.Limits{})
 			s, sink := e.session("p")
 			e.add(s, "w", "ns", "")
@@ -213,6 +223,7 @@ func TestAckFreesBuffer(t *testing.T) {
 }
 
 func TestAckErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		sent    int
@@ -229,6 +240,7 @@ func TestAckErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, watch.Limits{})
 			s, _ := e.session("p")
 			e.add(s, "w", "ns", "")
@@ -253,6 +265,7 @@ func TestAckErrors(t *testing.T) {
 		})
 	}
 	t.Run("unknown, removed, closed session", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t, watch.Limits{})
 		s, _ := e.session("p")
 		if err := e.r.Ack(s, "nope", 0); !errors.Is(err, watch.ErrUnknownWatch) {
@@ -275,6 +288,7 @@ func TestAckErrors(t *testing.T) {
 // An older ack does not lower the acknowledged sequence: the buffer stays
 // as freed as the highest ack made it.
 func TestOlderAckKeepsBufferFreed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{MaxUnacked: 4})
 	s, sink := e.session("p")
 	e.add(s, "w", "ns", "")
@@ -292,6 +306,7 @@ func TestOlderAckKeepsBufferFreed(t *testing.T) {
 }
 
 func TestAckDeadline(t *testing.T) {
+	t.Parallel()
 	const deadline = 30 * time.Second
 	cases := []struct {
 		name    string
@@ -304,6 +319,7 @@ func TestAckDeadline(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, watch.Limits{AckDeadline: deadline})
 			s, sink := e.session("p")
 			e.add(s, "w", "ns", "")
@@ -342,6 +358,7 @@ func TestAckDeadline(t *testing.T) {
 // enqueued: acking moves it to the next one, and a fully acked watch never
 // times out.
 func TestAckDeadlineFollowsOldestUnacked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{AckDeadline: 30 * time.Second})
 	s, sink := e.session("p")
 	e.add(s, "w", "ns", "")
@@ -374,6 +391,7 @@ func TestAckDeadlineFollowsOldestUnacked(t *testing.T) {
 }
 
 func TestFullyAckedNeverTimesOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{AckDeadline: 30 * time.Second})
 	s, sink := e.session("p")
 	e.add(s, "w", "ns", "")
@@ -398,6 +416,7 @@ func TestFullyAckedNeverTimesOut(t *testing.T) {
 }
 
 func TestSinkFailureOnSnapshot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
 	sink.setFail(func(m watch.Message) error {
@@ -422,6 +441,7 @@ func TestSinkFailureOnSnapshot(t *testing.T) {
 }
 
 func TestSinkFailureOnUpdate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
 	sink.refuseUpdate(2)
@@ -438,6 +458,7 @@ func TestSinkFailureOnUpdate(t *testing.T) {
 
 // A refused Closed message is not retried and closes nothing else.
 func TestSinkFailureOnClosedIsBestEffort(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
 	sink.setFail(func(m watch.Message) error {
@@ -456,6 +477,7 @@ func TestSinkFailureOnClosedIsBestEffort(t *testing.T) {
 }
 
 func TestCloseWhereAuthorizationLost(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	alice, aSink := e.session("alice")
 	bob, bSink := e.session("bob")
@@ -495,6 +517,7 @@ func TestCloseWhereAuthorizationLost(t *testing.T) {
 // Closing a watch drops its queued updates but not a queued Snapshot (the
 // reply to the client's request): the Closed message follows it.
 func TestCloseKeepsQueuedSnapshot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
 	entered, release := sink.block()
@@ -517,6 +540,7 @@ func TestCloseKeepsQueuedSnapshot(t *testing.T) {
 // Closing a watch drops its queued updates: the Closed message follows
 // whatever the Sink already had, and nothing else.
 func TestCloseDropsQueued(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{})
 	s, sink := e.session("p")
 	entered, release := sink.block()
@@ -540,6 +564,7 @@ func TestCloseDropsQueued(t *testing.T) {
 // A client acking updates it has not received yet cannot grow the queue:
 // at most MaxUnacked updates of a watch are ever queued.
 func TestQueueBoundedDespiteEarlyAcks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watch.Limits{MaxUnacked: 4})
 	s, sink := e.session("p")
 	entered, release := sink.block()
@@ -559,6 +584,7 @@ func TestQueueBoundedDespiteEarlyAcks(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		lim  watch.Limits
@@ -641,7 +667,10 @@ func TestLimits(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newEnv(t, c.lim)) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newEnv(t, c.lim))
+		})
 	}
 }
 
@@ -657,6 +686,7 @@ func wantLimit(t *testing.T, err error, bound string, limit int) {
 }
 
 func TestSessionClose(t *testing.T) {
+	// Serial: goleak.VerifyNone checks the goroutines of the whole process.
 	e := newEnv(t, watch.Limits{MaxWatches: 3})
 	s1, sink := e.session("p")
 	s2, _ := e.session("q")
@@ -699,6 +729,7 @@ func TestSessionClose(t *testing.T) {
 }
 
 func TestStop(t *testing.T) {
+	// Serial: goleak.VerifyNone checks the goroutines of the whole process.
 	e := newEnv(t, watch.Limits{})
 	s1, sink1 := e.session("p")
 	s2, sink2 := e.session("q")

@@ -36,6 +36,7 @@ func publishSettled(e *env, n int, prepare func(*recSink)) watch.Stats {
 // fails. e.drain settles delivery with a barrier watch, which adds one
 // Added and one Unwatched of its own.
 func TestStatsMove(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		limits watch.Limits
@@ -153,6 +154,7 @@ func TestStatsMove(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, c.limits)
 			got := c.run(e)
 			if !reflect.DeepEqual(got, c.want) {

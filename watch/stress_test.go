@@ -83,6 +83,7 @@ func (m *miniStore) watch(s *watch.Session, id, prefix string) error {
 // snapshot or as one later update, never both, never neither. Replaying
 // each watch's snapshot and updates yields the store's final state.
 func TestNoGapUnderConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	reg := watch.NewRegistry(watch.Limits{MaxUnacked: 1 << 16, MaxPerSession: 64, MaxWatches: 4096}, clock.NewFake(t0))
 	st := &miniStore{data: map[string]*materialize.Entry{}, reg: reg}
 	const sessions, perSession, writes = 8, 40, 3000
@@ -213,6 +214,7 @@ func (c *protoChecker) Deliver(m watch.Message) error {
 // Everything at once, under the race detector: publishes, adds, removes,
 // acks, revocations, session churn, with small bounds so watches overflow.
 func TestConcurrentChurn(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(t0)
 	reg := watch.NewRegistry(watch.Limits{MaxUnacked: 4, MaxPerSession: 4, MaxWatches: 20, AckDeadline: 30 * time.Second}, clk)
 	var commit sync.Mutex

@@ -2,16 +2,21 @@
 // StateEntry messages and measures, exactly, how many bytes a watch
 // snapshot answer encodes to.
 //
-// Invariants (pinned by tests):
-//   - Entry carries every field of a store entry, and nothing else; the
+// # Invariants
+//
+//  1. Entry carries every field of a store entry, and nothing else; the
 //     document bytes are shared, never copied, so the caller must not
 //     modify them.
-//   - SnapshotSize.Total equals len(proto.Marshal(m)) of the ServerMessage
+//     Code: Entry.
+//     Tests: TestEntryCarriesEveryField.
+//  2. SnapshotSize.Total equals len(proto.Marshal(m)) of the ServerMessage
 //     m that answers the WatchState: ServerMessage.result ->
 //     StateStoreResult{request_id, watch: StateStoreWatchSnapshot{watch_id,
 //     snapshot_revision, entries}}. The store enforces its 65,536-byte
 //     snapshot bound against this number, so the bound is exact rather
 //     than an estimate.
+//     Code: SnapshotSize.Add, SnapshotSize.Total, statestore.snapshotBound.check.
+//     Tests: TestSnapshotSizeIsExact, dispatch.TestSnapshotBoundIsExact.
 package wire
 
 import (

@@ -22,6 +22,7 @@ func snapshotMessage(requestID uint64, watchID string, rev uint64, entries []*ma
 }
 
 func TestEntryCarriesEveryField(t *testing.T) {
+	t.Parallel()
 	e := &materialize.Entry{Namespace: "service/a", Key: "intents/x", Schema: "keeppeek.media-intent.v1",
 		Owner: "coordinator", Revision: 7, CreatedMs: 1, UpdatedMs: 2, ExpiresMs: 3, Document: []byte(`{"a":1}`)}
 	m := Entry(e)
@@ -38,12 +39,17 @@ func TestEntryCarriesEveryField(t *testing.T) {
 			t.Errorf("StateEntry.%s is not mapped from the store entry", fields.Get(i).Name())
 		}
 	}
+	// A snapshot of many entries must not copy every document once more.
+	if &m.Document[0] != &e.Document[0] {
+		t.Error("Entry copied the document instead of sharing it")
+	}
 }
 
 // TestSnapshotSizeIsExact compares Total with the marshalled message across
 // the varint length boundaries of every nesting level (127/128 and
 // 16383/16384 bytes) and with empty and extreme envelope fields.
 func TestSnapshotSizeIsExact(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	type envelope struct {
 		requestID uint64

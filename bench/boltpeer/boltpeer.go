@@ -11,8 +11,12 @@
 // DB.Batch, which coalesces concurrent CASes into one transaction and one
 // sync, bbolt's own group commit.
 //
-// Invariant: a CAS returns nil only after the transaction holding it
-// committed, and only when the stored revision was the expected one.
+// # Invariants
+//
+//  1. A CAS returns nil only after the transaction holding it committed,
+//     and only when the stored revision was the expected one.
+//     Code: DB.CAS.
+//     Tests: TestCAS.
 package boltpeer
 
 import (

@@ -7,6 +7,7 @@ import (
 )
 
 func TestCAS(t *testing.T) {
+	t.Parallel()
 	for _, batch := range []bool{false, true} {
 		db, err := Open(t.TempDir(), 4, 2193, batch)
 		if err != nil {

@@ -12,8 +12,12 @@
 // and succeeds only when the comparison held; the new ModRevision is the
 // next expectation.
 //
-// Invariant: a CAS returns nil only after etcd committed the put, and only
-// when the key's ModRevision was the expected one.
+// # Invariants
+//
+//  1. A CAS returns nil only after etcd committed the put, and only when
+//     the key's ModRevision was the expected one.
+//     Code: DB.CAS.
+//     Tests: TestCAS.
 package etcdpeer
 
 import (

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCAS(t *testing.T) {
+	t.Parallel()
 	db, err := Open(t.TempDir(), 3, 2193)
 	if err != nil {
 		t.Fatal(err)

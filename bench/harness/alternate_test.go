@@ -14,6 +14,7 @@ import (
 // side sees its operation indexes once, in order, and its Result pools all
 // rounds and keeps one RoundStat per round.
 func TestAlternateSerialRotatesAndPools(t *testing.T) {
+	t.Parallel()
 	const rounds, perRound = 4, 3
 	var trace []string
 	seen := map[string][]int{}
@@ -57,6 +58,7 @@ func TestAlternateSerialRotatesAndPools(t *testing.T) {
 // (each burst's writers*ops operations are one side's, back to back), the
 // order rotates each round, and an error stops the run.
 func TestAlternateConcurrentRunsBurstsInTurn(t *testing.T) {
+	t.Parallel()
 	const writers, rounds, ops = 3, 2, 5
 	var mu sync.Mutex
 	var trace []string // the side of every operation, in the order they ran
@@ -98,6 +100,7 @@ func TestAlternateConcurrentRunsBurstsInTurn(t *testing.T) {
 
 // TestRoundRatios pairs rounds by position and sorts the ratios.
 func TestRoundRatios(t *testing.T) {
+	t.Parallel()
 	a := Result{Rounds: []RoundStat{{P50us: 300}, {P50us: 100}, {P50us: 50}}}
 	b := Result{Rounds: []RoundStat{{P50us: 100}, {P50us: 200}, {P50us: 0}}}
 	got := RoundRatios(a, b, func(r RoundStat) float64 { return r.P50us })

@@ -24,6 +24,7 @@ func us(v ...int) []time.Duration {
 }
 
 func TestNearestRank(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		p    float64
 		n    int
@@ -45,6 +46,7 @@ func TestNearestRank(t *testing.T) {
 }
 
 func TestLatenciesPercentiles(t *testing.T) {
+	t.Parallel()
 	// 1..100 µs shuffled: p50 = 50, p95 = 95, max = 100.
 	l := NewLatencies(100)
 	for i := 0; i < 100; i++ {
@@ -97,6 +99,8 @@ func TestLatenciesPercentiles(t *testing.T) {
 }
 
 func TestLatenciesRecordDoesNotAllocate(t *testing.T) {
+	// Serial: testing.AllocsPerRun reads runtime.MemStats, which counts the
+	// allocations of the whole process.
 	l := NewLatencies(1000)
 	allocs := testing.AllocsPerRun(900, func() { l.Record(time.Microsecond) })
 	if allocs != 0 {
@@ -105,6 +109,7 @@ func TestLatenciesRecordDoesNotAllocate(t *testing.T) {
 }
 
 func TestMergeAndFractionalMicros(t *testing.T) {
+	t.Parallel()
 	a, b := NewLatencies(2), NewLatencies(2)
 	a.Record(1500 * time.Nanosecond)
 	b.Record(2500 * time.Nanosecond)
@@ -115,6 +120,7 @@ func TestMergeAndFractionalMicros(t *testing.T) {
 }
 
 func TestSerialAndConcurrent(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	r, err := Serial("s", 50, func(int) error { calls.Add(1); return nil })
 	if err != nil || calls.Load() != 50 || r.Writers != 1 || r.OpsPerS <= 0 || r.Name != "s" {
@@ -175,6 +181,7 @@ func TestSerialAndConcurrent(t *testing.T) {
 // returned exactly once, that the committer answered exactly as many
 // requests, and that the file holds every record exactly once.
 func TestGroupCommitterAnswersEveryoneOnceAndWritesEveryByte(t *testing.T) {
+	t.Parallel()
 	const (
 		writers = 64
 		per     = 40
@@ -251,6 +258,7 @@ func TestGroupCommitterAnswersEveryoneOnceAndWritesEveryByte(t *testing.T) {
 }
 
 func TestRawBaselines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r, err := RawAppendFdatasync(dir, DefaultPayload, 20)
 	if err != nil {
@@ -278,6 +286,7 @@ func TestRawBaselines(t *testing.T) {
 }
 
 func TestPayload(t *testing.T) {
+	t.Parallel()
 	p := Payload(DefaultPayload)
 	if len(p) != 2273 || bytes.IndexByte(p, 0) >= 0 {
 		t.Fatalf("payload len %d", len(p))
@@ -288,6 +297,7 @@ func TestPayload(t *testing.T) {
 }
 
 func TestJSONAndTable(t *testing.T) {
+	t.Parallel()
 	rep := Report{Results: []Result{
 		{Name: "raw_append_fdatasync", P50us: 812.25, P95us: 1500, MaxUs: 9000, OpsPerS: 1100, Writers: 1},
 		{Name: "x"},

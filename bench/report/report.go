@@ -4,10 +4,16 @@
 // two SVG plots (serial latency distributions, throughput against writer
 // count) drawn with gonum/plot.
 //
-// Invariants: every figure and ratio comes from the results of the one run
-// handed to Write (nothing is carried over from earlier runs); a target
-// whose inputs are missing from the run is reported as not measured, never
-// as met.
+// # Invariants
+//
+//  1. Every figure and ratio comes from the results of the one run handed
+//     to Write (nothing is carried over from earlier runs).
+//     Code: Write, writeMarkdown, plotLatency, plotThroughput.
+//     Tests: TestWrite, TestWriteRefusesEmptyFigures.
+//  2. A target whose inputs are missing from the run is reported as not
+//     measured, never as met.
+//     Code: Target.Met, Target.Verdict, Targets, wireTarget.
+//     Tests: TestTargets, TestTargetsReadOnlyAlternatingRows, TestWireTarget.
 package report
 
 import (

@@ -61,6 +61,7 @@ func run(durableP50, durableMax, durableOps float64) []harness.Result {
 // TestTargetsReadOnlyAlternatingRows: the absolute rows measured one after
 // another never decide a target, even when they would meet it.
 func TestTargetsReadOnlyAlternatingRows(t *testing.T) {
+	t.Parallel()
 	results := absolute(150, 9000, 15000)
 	// Alternating rows that miss every target beside absolute rows that
 	// meet them all.
@@ -82,6 +83,7 @@ func TestTargetsReadOnlyAlternatingRows(t *testing.T) {
 // TestTargetsReportRoundSpread: the measured text carries the per-round
 // ratios beside the pooled one.
 func TestTargetsReportRoundSpread(t *testing.T) {
+	t.Parallel()
 	results := run(150, 9000, 15000)
 	// Round 2 of the store is twice as slow as round 1, the baseline even.
 	for i, r := range results {
@@ -99,6 +101,7 @@ func TestTargetsReportRoundSpread(t *testing.T) {
 }
 
 func TestTargets(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		results []harness.Result
@@ -114,6 +117,7 @@ func TestTargets(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			got := Targets(tc.results)
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d targets, want %d", len(got), len(tc.want))
@@ -131,6 +135,7 @@ func TestTargets(t *testing.T) {
 // results, and that the markdown carries the run's command, machine,
 // versions, verdicts and every row.
 func TestWrite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	results := run(150, 9000, 15000)
 	r := Run{
@@ -167,6 +172,7 @@ func TestWrite(t *testing.T) {
 // TestWriteRefusesEmptyFigures: a run without the workloads a figure draws
 // is an error, not an empty plot.
 func TestWriteRefusesEmptyFigures(t *testing.T) {
+	t.Parallel()
 	err := Write(t.TempDir(), Run{Serial: []string{"nothing"}, Concurrent: []string{"nothing"}}, run(150, 9000, 15000))
 	if err == nil || !strings.Contains(err.Error(), "no serial result") {
 		t.Fatalf("Write with no plottable workload: %v", err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestWireTarget(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		results []harness.Result
@@ -22,6 +23,7 @@ func TestWireTarget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if got := wireTarget(tc.results); got.Verdict() != tc.want {
 				t.Fatalf("%s (%s), want %s", got.Verdict(), got.Measured, tc.want)
 			}

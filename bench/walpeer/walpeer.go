@@ -4,9 +4,15 @@
 // (no admission, framing, view or publishing). qualify reports it as
 // "wal_group"; the store's concurrent throughput is judged against it.
 //
-// Invariant: every acknowledged payload is one entry of the log, in
-// acknowledgement order, durable (tidwall/wal's Sync returned) before its
-// submitter is answered; Close checks the entry count against the answers.
+// # Invariants
+//
+//  1. Every acknowledged payload is one entry of the log, in
+//     acknowledgement order, durable (tidwall/wal's Sync returned) before
+//     its submitter is answered; Close checks the entry count against the
+//     answers.
+//     Code: Sink.Commit, Group, Committer.Close, harness.GroupCommitter.
+//     Tests: TestSinkCommitsEveryPayloadInOrder, TestGroup,
+//     harness.TestGroupCommitterAnswersEveryoneOnceAndWritesEveryByte.
 package walpeer
 
 import (

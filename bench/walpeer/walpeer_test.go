@@ -13,6 +13,7 @@ import (
 // TestSinkCommitsEveryPayloadInOrder: what the committer hands over lands
 // as consecutive entries that a reopened log reads back unchanged.
 func TestSinkCommitsEveryPayloadInOrder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(dir, 4096)
 	if err != nil {
@@ -53,6 +54,7 @@ func TestSinkCommitsEveryPayloadInOrder(t *testing.T) {
 
 // TestGroup runs the workload briefly and checks every answer is an entry.
 func TestGroup(t *testing.T) {
+	t.Parallel()
 	r, err := Group(t.TempDir(), 100, 4, harness.Budget{OpsPerWriter: 25})
 	if err != nil {
 		t.Fatal(err)

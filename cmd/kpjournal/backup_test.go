@@ -14,6 +14,7 @@ import (
 )
 
 func TestCheckpointBackupRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(40)
 	ts.close()
@@ -104,6 +105,7 @@ func strip(s string) string {
 }
 
 func TestBackupToStdoutLeavesOverdueLeasesOut(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, func(o *statestore.Options) { o.Clock = clock.NewFake(time.Now().Add(-time.Hour)) })
 	ts.put("service/a", "lease", 1, time.Minute)
 	ts.put("service/a", "keep", 2, 0)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestLiveStoreIsRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(5) // the store stays open: its LOCK is held
 	bak := filepath.Join(t.TempDir(), "b")
@@ -29,6 +30,7 @@ func TestLiveStoreIsRefused(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(3)
 	ts.close()
@@ -59,6 +61,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	code, out, _ := kp(t, "--help")
 	if code != exitOK {
 		t.Fatalf("--help exit %d", code)
@@ -78,6 +81,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestDemoStillWorks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the demo waits for a lease to lapse")
 	}

@@ -16,6 +16,7 @@ import (
 )
 
 func TestDemoMetricsListenRefusesBadAddr(t *testing.T) {
+	t.Parallel()
 	code, _, errs := kp(t, "demo", "--metrics-listen", "nonsense")
 	if code != exitUsage || !strings.Contains(errs, "--metrics-listen") {
 		t.Fatalf("exit %d, stderr %q", code, errs)
@@ -27,6 +28,7 @@ func TestDemoMetricsListenRefusesBadAddr(t *testing.T) {
 // done and lingering, and checks the demo's own writes show, then ends the
 // linger as Ctrl-C would.
 func TestDemoServesMetrics(t *testing.T) {
+	// Serial: it swaps the package-level stopContext.
 	if testing.Short() {
 		t.Skip("the demo waits for a lease to lapse")
 	}
@@ -105,6 +107,7 @@ func TestDemoServesMetrics(t *testing.T) {
 // capability, publishes, writes status, and the standby takes over after
 // the holder's lease lapses, in that order.
 func TestDemoWorker(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	dir := t.TempDir()
 	if err := demo.Worker(dir, &out); err != nil {

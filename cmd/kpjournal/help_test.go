@@ -11,6 +11,7 @@ import (
 
 // kpjournal help CMD prints exactly what CMD --help prints.
 func TestHelpCommand(t *testing.T) {
+	t.Parallel()
 	for _, c := range commands {
 		code, out, errs := kp(t, "help", c.name)
 		_, want, _ := kp(t, c.name, "--help")
@@ -30,6 +31,7 @@ func TestHelpCommand(t *testing.T) {
 
 // The demo's help names every part of what the demo shows.
 func TestDemoHelpDescribesTheDemo(t *testing.T) {
+	t.Parallel()
 	_, out, _ := kp(t, "help", "demo")
 	wantContains(t, "demo help", wrap(out, 1<<20), "compare-and-set", "CONFLICT", "rereads and retries",
 		"lease create-only", "EXPIRE", "standby", "watches", "watch_sequence", "acknowledging",
@@ -39,6 +41,7 @@ func TestDemoHelpDescribesTheDemo(t *testing.T) {
 // The top-level help says which commands require --dir, which take it
 // optionally, and each command's own flags agree.
 func TestTopLevelHelpIsExactAboutDir(t *testing.T) {
+	t.Parallel()
 	_, out, _ := kp(t, "help")
 	listed := map[string]string{} // command -> "required" or "optional"
 	for _, line := range strings.Split(out, "\n") {
@@ -93,6 +96,7 @@ func TestTopLevelHelpIsExactAboutDir(t *testing.T) {
 // A regular file given as --dir is reported as not a directory, by every
 // command that takes --dir, and is left alone.
 func TestDirIsAFile(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "not-a-dir")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -126,6 +130,7 @@ func TestDirIsAFile(t *testing.T) {
 
 // demo --dir on a directory that holds a store refuses before writing.
 func TestDemoRefusesAnExistingStore(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(4)
 	ts.close()

@@ -134,6 +134,7 @@ func copyOf(t *testing.T, ts *testStore) string {
 // Every command's --json report has one shape whatever the store holds:
 // the same keys, empty lists as [], absent values as null, never "-".
 func TestJSONSameShapeEverywhere(t *testing.T) {
+	t.Parallel()
 	empty, busy := shapeStores(t)
 	bak := map[*testStore]string{}
 	for _, ts := range []*testStore{empty, busy} {
@@ -142,6 +143,9 @@ func TestJSONSameShapeEverywhere(t *testing.T) {
 			t.Fatalf("backup: exit %d: %s", code, errs)
 		}
 	}
+	// The cases run one by one: they run commands on the same two stores,
+	// and a command probes or takes its store's LOCK, so two at once could
+	// each find the store in use.
 	for _, tc := range []struct {
 		name string
 		args func(ts *testStore) []string

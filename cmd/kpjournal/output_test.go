@@ -7,6 +7,7 @@ import (
 )
 
 func TestIndexRange(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		first, last uint64
 		want        string
@@ -23,6 +24,7 @@ func TestIndexRange(t *testing.T) {
 }
 
 func TestOptJSON(t *testing.T) {
+	t.Parallel()
 	type doc struct {
 		A opt[string] `json:"a"`
 		B opt[uint64] `json:"b"`
@@ -48,6 +50,7 @@ func TestOptJSON(t *testing.T) {
 
 // An empty journal's index range is written "none", never as first..first-1.
 func TestEmptyIndexRangesSayNone(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.close()
 	backwards := regexp.MustCompile(`\b1\.\.0\b`)

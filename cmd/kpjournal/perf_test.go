@@ -104,6 +104,7 @@ func verifyDir(tb testing.TB, dir string) {
 //
 //	KPJOURNAL_PERF=1 go test -run TestVerifyThroughput -v ./cmd/kpjournal/
 func TestVerifyThroughput(t *testing.T) {
+	// Serial: a throughput measurement, which other tests' load would skew.
 	if os.Getenv("KPJOURNAL_PERF") == "" {
 		t.Skip("set KPJOURNAL_PERF=1 to measure verify on a million records")
 	}

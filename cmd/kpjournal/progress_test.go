@@ -37,6 +37,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // The bar is drawn on a terminal and nowhere else: a pipe or a file (what
 // scripts and tests capture) must receive none of its bytes.
 func TestProgressDrawsOnlyOnATerminal(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	p := startProgress(&buf, "verify", 100)
 	p.add(50)

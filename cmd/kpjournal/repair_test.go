@@ -11,6 +11,7 @@ import (
 )
 
 func TestRepairTruncateAfterCorruption(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(30)
 	if err := ts.s.Checkpoint(); err != nil {
@@ -86,6 +87,7 @@ func TestRepairTruncateAfterCorruption(t *testing.T) {
 }
 
 func TestRepairNothingToDo(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(5)
 	ts.close()
@@ -100,6 +102,7 @@ func TestRepairNothingToDo(t *testing.T) {
 }
 
 func TestRepairRefusesCorruptionAsTornTail(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(30)
 	ts.close()
@@ -128,6 +131,7 @@ func tornStore(t *testing.T) (ts *testStore, seg string, off int64) {
 // Every kind of repair states its plan on stdout, where its result goes,
 // and in the --json report, even when it is not confirmed.
 func TestRepairPlanOnStdoutAndInJSON(t *testing.T) {
+	t.Parallel()
 	ts, seg, off := tornStore(t)
 	plan := fmt.Sprintf("will cut journal/%s at offset %d (index %d)", seg, off, ts.records)
 

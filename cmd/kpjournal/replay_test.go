@@ -39,6 +39,7 @@ func history(t *testing.T, ts *testStore) []map[string]uint64 {
 }
 
 func TestReplayAt(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	states := history(t, ts)
 	ts.close()
@@ -71,6 +72,7 @@ func TestReplayAt(t *testing.T) {
 }
 
 func TestReplayAtBeforeOldestRecord(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(30)
 	// Two checkpoints: the journal is truncated up to the older one.
@@ -117,6 +119,7 @@ func TestReplayAtBeforeOldestRecord(t *testing.T) {
 }
 
 func TestReplayStopsAtDamage(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(40)
 	ts.close()
@@ -135,6 +138,7 @@ func TestReplayStopsAtDamage(t *testing.T) {
 }
 
 func TestDumpRange(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	history(t, ts)
 	ts.close()
@@ -196,6 +200,7 @@ func TestDumpRange(t *testing.T) {
 }
 
 func TestDumpGoesOnPastDamage(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(40)
 	ts.close()
@@ -217,6 +222,7 @@ func TestDumpGoesOnPastDamage(t *testing.T) {
 }
 
 func TestStatMatchesTheStore(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(50)
 	if err := ts.s.Checkpoint(); err != nil {

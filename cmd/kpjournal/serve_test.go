@@ -20,6 +20,7 @@ import (
 )
 
 func TestServeAddr(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in     string
 		remote bool
@@ -46,6 +47,7 @@ func TestServeAddr(t *testing.T) {
 }
 
 func TestServeRefusesANonLoopbackAddress(t *testing.T) {
+	t.Parallel()
 	code, _, errs := kp(t, "serve", "--dir", t.TempDir(), "--listen", "0.0.0.0:0")
 	if code != exitUsage || !strings.Contains(errs, "--allow-remote") {
 		t.Fatalf("exit %d, stderr %q; want a refusal naming --allow-remote", code, errs)
@@ -133,6 +135,7 @@ func (s *served) call(t *testing.T, m *pb.ClientMessage) *pb.ServerMessage {
 }
 
 func TestServeServesTheStoreAndClosesItOnInterrupt(t *testing.T) {
+	// Serial: startServe swaps the package-level stopContext.
 	dir := t.TempDir()
 	s := startServe(t, dir)
 	if s.start.Store != "open" || s.start.Cause != "" {
@@ -166,6 +169,7 @@ func TestServeServesTheStoreAndClosesItOnInterrupt(t *testing.T) {
 }
 
 func TestServeAStoreThatCannotOpenAnswersUnavailable(t *testing.T) {
+	// Serial: startServe swaps the package-level stopContext.
 	dir := t.TempDir()
 	held, err := statestore.Open(statestore.Options{Dir: dir}) // holds the LOCK
 	if err != nil {

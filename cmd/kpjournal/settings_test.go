@@ -34,6 +34,7 @@ func settingsStore(t *testing.T) (*testStore, string) {
 }
 
 func TestSettingsStatShowsSettingsNamespaces(t *testing.T) {
+	t.Parallel()
 	ts, config := settingsStore(t)
 	var st statDoc
 	code, errs := kpJSON(t, &st, "stat", "--dir", ts.dir, "--config", config)
@@ -61,6 +62,7 @@ func TestSettingsStatShowsSettingsNamespaces(t *testing.T) {
 }
 
 func TestSettingsDumpShowsSettingsEntries(t *testing.T) {
+	t.Parallel()
 	ts, config := settingsStore(t)
 	var d struct {
 		Records  []dumpRecord `json:"records"`
@@ -88,6 +90,7 @@ func TestSettingsDumpShowsSettingsEntries(t *testing.T) {
 }
 
 func TestSettingsBadConfigIsAProblem(t *testing.T) {
+	t.Parallel()
 	ts, config := settingsStore(t)
 	raw, _ := os.ReadFile(config)
 	os.WriteFile(config, []byte(strings.Replace(string(raw), "owner = 'ops'", "owner = ''", 1)), 0o644)

@@ -23,6 +23,8 @@ func TestMain(m *testing.M) {
 // process, each verified, and the history checked. A clean store reports
 // no violation, and the run must have exercised what it claims to check.
 func TestTortureShort(t *testing.T) {
+	// Serial: timing on two cores; each child must get real work done in a
+	// 100-300 ms run before its kill, which other tests' load would starve.
 	cycles := 6
 	if testing.Short() {
 		cycles = 3
@@ -60,6 +62,7 @@ func TestTortureShort(t *testing.T) {
 
 // TestTortureUsage: bad flags are refused before anything is written.
 func TestTortureUsage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		says string

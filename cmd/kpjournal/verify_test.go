@@ -15,6 +15,7 @@ import (
 )
 
 func TestVerifyCleanStore(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, func(o *statestore.Options) { o.SegmentSize = 4096 })
 	ts.fill(60)
 	ts.close()
@@ -47,6 +48,7 @@ func TestVerifyCleanStore(t *testing.T) {
 }
 
 func TestVerifyListsOverdueLeasesAsNotes(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, func(o *statestore.Options) { o.Clock = clock.NewFake(time.Now().Add(-time.Hour)) })
 	ts.put("service/transcoder-a", "leases/worker", 1, time.Minute)
 	ts.put("service/transcoder-a", "intents/cam", 2, 0)
@@ -63,6 +65,7 @@ func TestVerifyListsOverdueLeasesAsNotes(t *testing.T) {
 }
 
 func TestVerifyTornTailThenRepair(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(20)
 	ts.close()
@@ -107,6 +110,7 @@ func TestVerifyTornTailThenRepair(t *testing.T) {
 func smallSegments(o *statestore.Options) { o.SegmentSize = 2048 }
 
 func TestVerifyFlippedByteInSealedSegment(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(40)
 	ts.close()
@@ -146,6 +150,7 @@ func TestVerifyFlippedByteInSealedSegment(t *testing.T) {
 }
 
 func TestVerifyReportsEachProblem(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(60)
 	ts.close()
@@ -178,6 +183,7 @@ func TestVerifyReportsEachProblem(t *testing.T) {
 }
 
 func TestVerifyCorruptNewestCheckpoint(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(15)
 	if err := ts.s.Checkpoint(); err != nil {
@@ -231,6 +237,7 @@ func stateTables(s string) string {
 }
 
 func TestVerifyNamesTheBoundBroken(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	for i := 0; i < 5; i++ {
 		ts.put("service/transcoder-a", fmt.Sprintf("intents/cam-%d", i), i, 0)
@@ -285,6 +292,7 @@ func putRec(ns, key string, rev uint64, document string) *journal.Record {
 }
 
 func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
+	t.Parallel()
 	good := string(doc(1))
 	cases := []struct {
 		name  string
@@ -306,6 +314,7 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := handJournal(t, tc.recs...)
 			code, rep := verifyChecked(t, dir)
 			want := 1
@@ -337,6 +346,7 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 }
 
 func TestVerifyCheckpointAheadOfJournal(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t)
 	ts.fill(10)
 	if err := ts.s.Checkpoint(); err != nil {
@@ -358,6 +368,7 @@ func TestVerifyCheckpointAheadOfJournal(t *testing.T) {
 }
 
 func TestVerifyMissingSegment(t *testing.T) {
+	t.Parallel()
 	ts := newTestStore(t, smallSegments)
 	ts.fill(40)
 	ts.close()

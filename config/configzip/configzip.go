@@ -10,15 +10,22 @@
 //	  {"name":"config.toml","size":1234,"sha256":"<64 hex digits>"},
 //	  {"name":"secrets.toml","size":56,"sha256":"<64 hex digits>"}]}
 //
-// Invariants:
-//   - Write produces exactly those two entries, in that order, and a
+// # Invariants
+//
+//  1. Write produces exactly those two entries, in that order, and a
 //     manifest naming each with its size and SHA-256.
-//   - Read accepts an archive only if it holds exactly those two entries,
+//     Code: Write, info.
+//     Tests: TestRoundTrip.
+//  2. Read accepts an archive only if it holds exactly those two entries,
 //     the comment is a format-3 manifest naming exactly them, and every
 //     size and digest matches; anything else is an error naming what
 //     disagrees, and nothing is returned.
-//   - Sizes are bounded (MaxFileBytes) before anything is decompressed in
+//     Code: Read.
+//     Tests: TestReadRefuses, TestRoundTrip.
+//  3. Sizes are bounded (MaxFileBytes) before anything is decompressed in
 //     full, so a hostile archive cannot exhaust memory.
+//     Code: readBounded, MaxFileBytes, Write.
+//     Tests: TestReadBoundsBeforeDecompressing.
 package configzip
 
 import (

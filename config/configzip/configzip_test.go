@@ -22,6 +22,7 @@ func written(t *testing.T) []byte {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := written(t)
 	got, m, err := Read(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
@@ -50,6 +51,7 @@ func rezip(t *testing.T, comment string, entries ...[2]string) []byte {
 }
 
 func TestReadRefuses(t *testing.T) {
+	t.Parallel()
 	good := written(t)
 	zr, _ := zip.NewReader(bytes.NewReader(good), int64(len(good)))
 	manifest := zr.Comment
@@ -69,15 +71,46 @@ func TestReadRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := Read(bytes.NewReader(c.b), int64(len(c.b)))
+			t.Parallel()
+			got, _, err := Read(bytes.NewReader(c.b), int64(len(c.b)))
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("want ErrInvalid naming %q, got %v", c.want, err)
+			}
+			if got.Config != nil || got.Secrets != nil {
+				t.Fatalf("a refused archive returned files %q", got)
 			}
 		})
 	}
 }
 
+// TestReadBoundsBeforeDecompressing: an entry whose header claims more
+// than MaxFileBytes is refused on the header alone; its data, garbage that
+// no inflater would accept, is never read.
+func TestReadBoundsBeforeDecompressing(t *testing.T) {
+	t.Parallel()
+	good := written(t)
+	zr, _ := zip.NewReader(bytes.NewReader(good), int64(len(good)))
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: ConfigName, Method: zip.Deflate, CompressedSize64: 5, UncompressedSize64: MaxFileBytes + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xff})
+	w, _ = zw.Create(SecretsName)
+	w.Write(files.Secrets)
+	zw.SetComment(zr.Comment)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Read(bytes.NewReader(b.Bytes()), int64(b.Len()))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "exceeds the 16777216-byte limit") {
+		t.Fatalf("want the header's size refused, got %v", err)
+	}
+}
+
 func TestInstall(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c, s := filepath.Join(dir, "config.toml"), filepath.Join(dir, "secrets.toml")
 	os.WriteFile(c, []byte("old"), 0o644)

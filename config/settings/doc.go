@@ -30,21 +30,30 @@
 // document with the metadata the store assigned; the document is the JSON
 // text as a TOML string.
 //
-// Invariants:
-//   - Splice replaces only the bytes of the state_store tables: from a
+// # Invariants
+//
+//  1. Splice replaces only the bytes of the state_store tables: from a
 //     `[state_store…]` or `[[state_store…]]` header to the last line of
 //     content before the next table that is not part of state_store.
 //     Every other byte of the file — other tables, arrays of tables, root
 //     keys, comments, blank lines, including comments directly above the
 //     next table — is left as it was.
-//   - Render then Splice is idempotent: rewriting an unchanged section
+//     Code: Splice, locate, trimTail.
+//     Tests: TestSpliceGolden, TestSpliceKeepsOutside, statestore.TestSettingsRestOfFileByteIdentical.
+//  2. Render then Splice is idempotent: rewriting an unchanged section
 //     leaves the file byte-identical.
-//   - File.Replace leaves config.toml either as it was or wholly replaced
+//     Code: Render, Splice.
+//     Tests: TestSpliceGolden.
+//  3. File.Replace leaves config.toml either as it was or wholly replaced
 //     (temporary file, fsync, rename, directory fsync), keeps the file's
 //     permission bits, and returns only once the new file is durable.
-//   - Parse rejects a section it cannot read back exactly: unknown fields,
+//     Code: File.Replace, disk.WriteAtomicPerm.
+//     Tests: TestFileReplace, statestore.TestSettingsCrashDuringRewrite, statestore.TestSettingsFailedWrite.
+//  4. Parse rejects a section it cannot read back exactly: unknown fields,
 //     wrong types, an entry missing a field; errors name the entry
 //     (state_store.entries[i]) and the field. The rules of the store
 //     (identifiers, schemas, revisions, bounds) are applied by the store,
 //     with the same code as journal replay.
+//     Code: Parse, EntryError, SyntaxError.
+//     Tests: TestParseErrors, statestore.TestSettingsOpenRejectsBadFile.
 package settings

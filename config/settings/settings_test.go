@@ -35,6 +35,7 @@ func section(t *testing.T) []byte {
 // result with its golden file; splicing again changes nothing, and parsing
 // the result gives the section back.
 func TestSpliceGolden(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{
 		"config",             // comments, a multi-line array and string whose lines start with '[', arrays of tables
 		"config-interleaved", // state_store tables split by another table
@@ -42,6 +43,7 @@ func TestSpliceGolden(t *testing.T) {
 		"config-eof",         // state_store last, no newline at the end
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			in, err := os.ReadFile(filepath.Join("testdata", name+".toml"))
 			if err != nil {
 				t.Fatal(err)
@@ -81,6 +83,7 @@ func TestSpliceGolden(t *testing.T) {
 // golden bytes: everything before the header and from the comment above
 // the next table on is untouched.
 func TestSpliceKeepsOutside(t *testing.T) {
+	t.Parallel()
 	in, err := os.ReadFile("testdata/config.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +100,7 @@ func TestSpliceKeepsOutside(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	const entry = "[[state_store.entries]]\nnamespace = 'group/a'\nkey = 'k'\nschema = 's'\nowner = 'o'\nrevision = 1\ncreated_at_ms = 1\nupdated_at_ms = 1\ndocument = '{}'\n"
 	cases := []struct {
 		name, text string
@@ -115,6 +119,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Parse([]byte(c.text))
 			if err == nil {
 				t.Fatal("parsed")
@@ -135,6 +140,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseNoSection(t *testing.T) {
+	t.Parallel()
 	sec, err := Parse([]byte("[server]\nx = 1\n"))
 	if err != nil || len(sec.Namespaces) != 0 || len(sec.Entries) != 0 {
 		t.Fatalf("%+v %v", sec, err)
@@ -142,6 +148,7 @@ func TestParseNoSection(t *testing.T) {
 }
 
 func TestFileReplace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.toml")
 	in, err := os.ReadFile("testdata/config.toml")

@@ -6,6 +6,7 @@ import (
 )
 
 func TestMetricsAddr(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in, want string
 		bad      bool

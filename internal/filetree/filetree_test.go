@@ -8,6 +8,7 @@ import (
 )
 
 func TestDiffSeesEveryChange(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(root string) error
@@ -21,6 +22,7 @@ func TestDiffSeesEveryChange(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			root := t.TempDir()
 			os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o644)
 			os.Mkdir(filepath.Join(root, "sub"), 0o755)

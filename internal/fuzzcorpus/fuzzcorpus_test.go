@@ -3,6 +3,7 @@ package fuzzcorpus
 import "testing"
 
 func TestFile(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		values []any
@@ -15,6 +16,7 @@ func TestFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := File(tt.values...); got != tt.want {
 				t.Fatalf("File(%v) =\n%q\nwant\n%q", tt.values, got, tt.want)
 			}

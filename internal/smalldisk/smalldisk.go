@@ -3,10 +3,16 @@
 // every byte the file system has left. It needs root (CI runs as root);
 // without it the test is skipped, saying why.
 //
-// Invariants: a mount lives exactly as long as its test (it is unmounted in
-// Cleanup, before the temporary directory is removed), and Fill returns
-// only once a write has failed with ENOSPC, so the file system is full at
-// that moment.
+// # Invariants
+//
+//  1. A mount lives exactly as long as its test (it is unmounted in
+//     Cleanup, before the temporary directory is removed).
+//     Code: Mount.
+//     Tests: TestMountLivesAsLongAsItsTest.
+//  2. Fill returns only once a write has failed with ENOSPC, so the file
+//     system is full at that moment.
+//     Code: Fill.
+//     Tests: TestFillLeavesNoRoom, statestore.TestFullDiskNeverLocksTheOperatorOut.
 package smalldisk
 
 import (

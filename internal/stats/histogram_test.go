@@ -9,6 +9,7 @@ import (
 )
 
 func TestObserveBuckets(t *testing.T) {
+	t.Parallel()
 	bounds := []int64{10, 100, 1000}
 	cases := []struct {
 		name   string
@@ -24,6 +25,7 @@ func TestObserveBuckets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			h := MustHistogram(bounds)
 			for _, v := range c.values {
 				h.Observe(v)
@@ -43,6 +45,7 @@ func TestObserveBuckets(t *testing.T) {
 }
 
 func TestCumulative(t *testing.T) {
+	t.Parallel()
 	h := MustHistogram([]int64{1, 2, 3})
 	for _, v := range []int64{1, 1, 2, 3, 3, 3, 9} {
 		h.Observe(v)
@@ -53,6 +56,7 @@ func TestCumulative(t *testing.T) {
 }
 
 func TestObserveDurationIsNanoseconds(t *testing.T) {
+	t.Parallel()
 	h := MustHistogram([]int64{int64(time.Millisecond), int64(time.Second)})
 	h.ObserveDuration(2 * time.Millisecond)
 	s := h.Snapshot()
@@ -62,6 +66,7 @@ func TestObserveDurationIsNanoseconds(t *testing.T) {
 }
 
 func TestBoundsRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		bounds []int64
@@ -73,6 +78,7 @@ func TestBoundsRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := NewHistogram(c.bounds)
 			var be *BoundsError
 			if !errors.As(err, &be) || be.Index != c.index {
@@ -83,6 +89,7 @@ func TestBoundsRefused(t *testing.T) {
 }
 
 func TestNewHistogramCopiesBounds(t *testing.T) {
+	t.Parallel()
 	b := []int64{1, 2}
 	h := MustHistogram(b)
 	b[0] = 100
@@ -95,6 +102,7 @@ func TestNewHistogramCopiesBounds(t *testing.T) {
 // TestConcurrentObserve checks no observation is lost without a lock
 // (run with -race).
 func TestConcurrentObserve(t *testing.T) {
+	t.Parallel()
 	h := MustHistogram([]int64{10, 20})
 	const workers, each = 8, 1000
 	var wg sync.WaitGroup
@@ -120,6 +128,20 @@ func TestConcurrentObserve(t *testing.T) {
 	}
 	if s.Sum != want {
 		t.Fatalf("sum %d, want %d", s.Sum, want)
+	}
+}
+
+// TestObserveDoesNotAllocate holds the commit path's recording to no
+// allocation at all, in range and in the overflow bucket.
+func TestObserveDoesNotAllocate(t *testing.T) {
+	// Serial: testing.AllocsPerRun reads runtime.MemStats, which counts the
+	// allocations of the whole process.
+	h := MustHistogram([]int64{10, 20})
+	if n := testing.AllocsPerRun(1000, func() {
+		h.Observe(15)
+		h.Observe(1 << 40)
+	}); n != 0 {
+		t.Fatalf("Observe allocated %v times per call", n)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 )
 
 func TestMediaIntentSizeAndDeterminism(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{150, 160, 200, 227, 228, 260, 261, 300, 512, 1000, 2193, 4096, 16384} {
 		for _, seed := range []int{0, 1, 7, 42, -3, 12345} {
 			doc := MediaIntent(size, seed)
@@ -28,6 +29,7 @@ func TestMediaIntentSizeAndDeterminism(t *testing.T) {
 }
 
 func TestMediaIntentTooSmallPanics(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Fatal("no panic for size 10")

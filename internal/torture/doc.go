@@ -61,7 +61,11 @@
 // A window no linearization explains is a violation naming the key, the
 // cycle and the operations where the check got stuck.
 //
-// Invariant of the package: a violation is only ever reported from evidence
-// (a line the child printed after the store answered, or a read the parent
-// made); a line cut by the kill is no evidence.
+// # Invariants
+//
+//  1. A violation is only ever reported from evidence (a line the child
+//     printed after the store answered, or a read the parent made); a line
+//     cut by the kill is no evidence.
+//     Code: events.line, events.finish, parseCall, parseResult, child.line, child.issue, run.observe.
+//     Tests: TestCutLinesAreNoEvidence, TestCheckerWindows, kpjournal.TestTortureShort.
 package torture

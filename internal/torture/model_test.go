@@ -19,6 +19,7 @@ func conflictAt(rev uint64) result { return result{Code: codeConflict, Rev: rev}
 
 // TestStep pins the register model one operation at a time.
 func TestStep(t *testing.T) {
+	t.Parallel()
 	present := register{Exists: true, Value: "a", Rev: 5}
 	unknownRev := register{Exists: true, Value: "b"}
 	cases := []struct {
@@ -55,6 +56,7 @@ func TestStep(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			got := step(c.s, c.c, c.r)
 			if len(got) != len(c.want) {
 				t.Fatalf("step(%+v, %v, %v) = %+v, want %+v", c.s, c.c, c.r, got, c.want)

@@ -64,6 +64,7 @@ func feed(t *testing.T, keys []string, cycles []hcycle) (*checker, []string) {
 // by window. A window that no linearization explains fails with a message
 // naming the key, the cycle and the operations where the check got stuck.
 func TestCheckerWindows(t *testing.T) {
+	t.Parallel()
 	k := []string{"k"}
 	cases := []struct {
 		name    string
@@ -152,6 +153,7 @@ func TestCheckerWindows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, v := feed(t, tc.keys, tc.cycles)
 			res := c.result()
 			if res.Windows != tc.windows || fmt.Sprint(res.Illegal) != fmt.Sprint(append([]string{}, tc.illegal...)) {
@@ -179,6 +181,7 @@ func TestCheckerWindows(t *testing.T) {
 // TestCheckerClose: windows no observation closed (the store would not
 // reopen) are still checked, from their start.
 func TestCheckerClose(t *testing.T) {
+	t.Parallel()
 	c, v := feed(t, []string{"k"}, []hcycle{
 		{[]hop{at(put("k", "a", 0), ok(1, ""), 1, 2)}, map[string]result{"k": ok(1, "a")}},
 		{[]hop{
@@ -205,6 +208,7 @@ func TestCheckerClose(t *testing.T) {
 // operations of the open windows only, and none once a cycle's reads
 // closed them; every operation was still checked.
 func TestCheckerHoldsOneWindow(t *testing.T) {
+	t.Parallel()
 	keys := []string{"j", "k", "l"}
 	c := newChecker(0)
 	for i, k := range keys {
@@ -249,10 +253,46 @@ func TestCheckerHoldsOneWindow(t *testing.T) {
 // TestCheckerUnobservedKey: an operation on a key no read has observed has
 // no state to start from, and is refused rather than checked from a guess.
 func TestCheckerUnobservedKey(t *testing.T) {
+	t.Parallel()
 	c := newChecker(0)
 	err := c.add(porcupine.Operation{Input: put("k", "a", 0), Output: ok(1, ""), Call: 1, Return: 2,
 		Metadata: origin{Cycle: 3, Op: 7}})
 	if err == nil || !strings.Contains(err.Error(), `key "k", which no read has observed: op 7 of cycle 3`) {
 		t.Fatalf("add on an unobserved key: %v", err)
+	}
+}
+
+// TestCutLinesAreNoEvidence feeds a cycle's lines the way the parent reads
+// them: a put issued but never answered, then lines the kill cut short.
+// None counts as acknowledged, the put is only maybe applied, and so the
+// reopen may show its key either way without a violation.
+func TestCutLinesAreNoEvidence(t *testing.T) {
+	t.Parallel()
+	k := casKey(0)
+	for _, after := range []result{notFound, {Code: codeOK, Rev: 1, Value: "v1"}} {
+		r := &run{rep: &Report{Violations: []string{}}, last: map[string]map[string]ackedOp{casNS: {}, leaseNS: {}},
+			known: map[string]uint64{}, served: map[string]uint64{}, check: newChecker(0)}
+		r.check.observe(-1, porcupine.Operation{Input: get(k), Output: notFound, Call: r.tick(), Return: r.tick()})
+		ev := newEvents(r, 0)
+		for _, l := range []string{
+			formatCall(1, put(k, "v1", 0)),
+			"R 1 o",
+			"L " + leaseKey(0) + " 7",
+			"C 2 put " + k,
+			"B",
+		} {
+			ev.line(l)
+		}
+		ev.finish(r.tick())
+		if r.rep.AcknowledgedWrites != 0 || r.rep.AcknowledgedLeases != 0 || ev.backup != "" ||
+			len(r.last[casNS])+len(r.last[leaseNS]) != 0 || r.known[casNS]+r.known[leaseNS] != 0 {
+			t.Fatalf("cut lines taken as evidence: report %+v, acknowledged %v, known %v, backup %q", *r.rep, r.last, r.known, ev.backup)
+		}
+		if r.rep.CutShort != 1 {
+			t.Fatalf("%d operations cut short, want the unanswered put", r.rep.CutShort)
+		}
+		if v := r.check.observe(0, porcupine.Operation{Input: get(k), Output: after, Call: r.tick(), Return: r.tick()}); v != "" || len(r.rep.Violations) != 0 {
+			t.Fatalf("reopen showing %v: violation %q %v", after, v, r.rep.Violations)
+		}
 	}
 }

@@ -2,10 +2,14 @@
 // store's schema registry, for the small documents workers write beside
 // intents (leases, observed status, preferences).
 //
-// Invariant: Encode returns only bytes the registry accepts under the
-// codec's schema name, and Decode only decodes bytes it accepts, so a
-// worker neither writes what the store would reject nor acts on what it
-// would not have stored.
+// # Invariants
+//
+//  1. Encode returns only bytes the registry accepts under the codec's
+//     schema name, and Decode only decodes bytes it accepts, so a worker
+//     neither writes what the store would reject nor acts on what it would
+//     not have stored.
+//     Code: Codec.Encode, Codec.Decode.
+//     Tests: TestCodec.
 package typeddoc
 
 import (

@@ -17,6 +17,7 @@ var codec = typeddoc.Codec[note]{Name: "keeppeek.note.v1", JSONSchema: []byte(`{
   "properties": {"text": {"type": "string", "maxLength": 8}}}`)}
 
 func TestCodec(t *testing.T) {
+	t.Parallel()
 	reg := schema.NewRegistry()
 	if _, err := codec.Encode(reg, note{Text: "hi"}); !errors.Is(err, schema.ErrUnknownSchema) {
 		t.Fatalf("encode before Register: %v", err)
@@ -44,6 +45,7 @@ func TestCodec(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := codec.Decode(reg, []byte(tc.doc))
 			var te *typeddoc.Error
 			if !errors.As(err, &te) || te.Field != tc.field || !errors.Is(err, schema.ErrInvalid) {

@@ -17,6 +17,7 @@ func doc(session, put int) []byte { return testdoc.MediaIntent(512, session*1000
 // writing its own key; Run fails unless every update reached every watch
 // exactly once, in commit order.
 func TestEveryUpdateReachesEveryWatchOnceInOrder(t *testing.T) {
+	t.Parallel()
 	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestEveryUpdateReachesEveryWatchOnceInOrder(t *testing.T) {
 }
 
 func TestRunRefusesWritersAtTheAckBound(t *testing.T) {
+	t.Parallel()
 	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

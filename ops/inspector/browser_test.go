@@ -227,6 +227,7 @@ func (b *browserEnv) waitEnded() error {
 const firstWatch = "kpInspector.panels[0].watch"
 
 func TestBrowserUpdatesAreAppliedInOrder(t *testing.T) {
+	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})
 	const ns = "service/transcoder-a"
 	b.put(ns, "intents/k0", 0) // in the snapshot
@@ -282,6 +283,7 @@ func TestBrowserUpdatesAreAppliedInOrder(t *testing.T) {
 }
 
 func TestBrowserAckTimeoutIsShown(t *testing.T) {
+	t.Parallel()
 	// The store runs on the real clock here, with a short ack deadline.
 	b := newBrowserEnv(t, quota.Limits{AckDeadline: 500 * time.Millisecond})
 	const ns = "service/recorder"
@@ -306,6 +308,7 @@ func TestBrowserAckTimeoutIsShown(t *testing.T) {
 }
 
 func TestBrowserClosingTheTabRemovesItsWatches(t *testing.T) {
+	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})
 	b.open("watch=service/a&watch=service/b&watch=service/a|intents/")
 	b.until("three live watches", `kpInspector.panels.length === 3 && kpInspector.panels.every(p => p.watch.status === "live")`)
@@ -321,6 +324,7 @@ func TestBrowserClosingTheTabRemovesItsWatches(t *testing.T) {
 }
 
 func TestBrowserReconnectTakesANewSnapshot(t *testing.T) {
+	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})
 	const ns = "service/transcoder-b"
 	b.put(ns, "intents/a", 1)
@@ -353,6 +357,7 @@ func TestBrowserReconnectTakesANewSnapshot(t *testing.T) {
 }
 
 func TestBrowserWatchLimitIsShownAsAnError(t *testing.T) {
+	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})
 	b.open("")
 	b.until("the connection", `kpInspector.client.connection === "open"`)
@@ -372,6 +377,7 @@ func TestBrowserWatchLimitIsShownAsAnError(t *testing.T) {
 }
 
 func TestBrowserUnavailableStoreSaysWhy(t *testing.T) {
+	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})
 	cause := errors.New("journal record 7 fails its checksum")
 	b.cur.Load().Close()

@@ -29,6 +29,7 @@ func intent(source string, priority int) []byte {
 //
 //	KP_SCREENSHOT=$PWD/docs/inspector.png go test -run TestBrowserInspectorDuringTheDemo ./inspector/
 func TestBrowserInspectorDuringTheDemo(t *testing.T) {
+	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})
 	const ns = "service/transcoder-a"
 	a := statestore.Principal{ID: "coordinator-a", Admin: true}

@@ -4,16 +4,25 @@
 // the store (availability, capabilities, namespaces) for the page's
 // namespace list. `kpjournal serve` runs it; an embedder may mount it too.
 //
-// Invariants (pinned by tests, several in a real browser):
-//   - Nothing but the static page is served without credentials: api/info
+// # Invariants
+//
+// Several are pinned in a real browser (TestBrowser*, which need chromium).
+//
+//  1. Nothing but the static page is served without credentials: api/info
 //     and ws answer 401 unless the Authenticator accepts the request, and
 //     api/info lists only the namespaces the principal may read.
-//   - Without a store (Config.Store nil) the page still loads, api/info says
+//     Code: New, Server.info, wstransport.Handler.ServeHTTP.
+//     Tests: TestInfoIsAuthenticatedAndListsOnlyReadableNamespaces.
+//  2. Without a store (Config.Store nil) the page still loads, api/info says
 //     why the store is unavailable and advertises no capability, and every
 //     request on ws is answered UNAVAILABLE naming the cause; nothing is
 //     written.
-//   - Close ends every WebSocket session, so the store's watches of this
+//     Code: New, Server.info, dispatch.NewUnavailable.
+//     Tests: TestInfoWithoutAStoreSaysWhy, TestBrowserUnavailableStoreSaysWhy.
+//  3. Close ends every WebSocket session, so the store's watches of this
 //     server's sessions are gone when it returns.
+//     Code: Server.Close, wstransport.Handler.Close.
+//     Tests: TestCloseEndsEverySession, TestBrowserReconnectTakesANewSnapshot.
 package inspector
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/ops/inspector"
 	"github.com/keeppeek/statestore/schema"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -44,6 +45,7 @@ func get(t *testing.T, srv *httptest.Server, path, tok string) (int, string) {
 }
 
 func TestInfoIsAuthenticatedAndListsOnlyReadableNamespaces(t *testing.T) {
+	t.Parallel()
 	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +103,7 @@ func TestInfoIsAuthenticatedAndListsOnlyReadableNamespaces(t *testing.T) {
 }
 
 func TestInfoWithoutAStoreSaysWhy(t *testing.T) {
+	t.Parallel()
 	ins, err := inspector.New(inspector.Config{Cause: errors.New("LOCK held by pid 42"), Auth: byToken})
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +122,48 @@ func TestInfoWithoutAStoreSaysWhy(t *testing.T) {
 }
 
 func TestNewRequiresAnAuthenticator(t *testing.T) {
+	t.Parallel()
 	_, err := inspector.New(inspector.Config{})
 	var oe *wstransport.OptionError
 	if !errors.As(err, &oe) || oe.Field != "Authenticator" {
 		t.Fatalf("New without Auth = %v, want an OptionError naming Authenticator", err)
+	}
+}
+
+// TestCloseEndsEverySession: once Close returns, the WebSocket sessions it
+// served are gone, and with them their watches on the store, without a
+// browser.
+func TestCloseEndsEverySession(t *testing.T) {
+	t.Parallel()
+	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ins, err := inspector.New(inspector.Config{Store: s, Auth: byToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ins)
+	defer srv.Close()
+	c, err := wstransport.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", wstransport.DialOptions{Header: http.Header{"Authorization": {"Bearer admin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	if err := c.Send(&pb.ClientMessage{Message: &pb.ClientMessage_WatchState{WatchState: &pb.WatchState{RequestId: 1, WatchId: "w", Namespace: "service/a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Recv(); err != nil || m.GetResult().GetWatch() == nil {
+		t.Fatalf("WatchState answered %v, %v", m, err)
+	}
+	if n := s.Stats().Watches.Open; n != 1 {
+		t.Fatalf("%d watches open, want 1", n)
+	}
+	if err := ins.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats().Watches; st.Open != 0 || st.Sessions != 0 {
+		t.Fatalf("after Close: %d watches and %d sessions open, want none", st.Open, st.Sessions)
 	}
 }

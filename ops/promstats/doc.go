@@ -10,16 +10,23 @@
 //	s, err := statestore.Open(opts)
 //	prometheus.MustRegister(promstats.ForOpen(s, err))
 //
-// Invariants:
-//   - The collector keeps no state: each scrape reads statestore.Stats once
+// # Invariants
+//
+//  1. The collector keeps no state: each scrape reads statestore.Stats once
 //     and turns it into constant metrics, so concurrent scrapes are safe
 //     and a scrape never slows the store's commit path (Stats takes no lock
 //     that a commit holds for more than bookkeeping).
-//   - Every metric below is always present for a store that opened (zero
+//     Code: Collector.Collect, Source.
+//     Tests: TestCollectReadsStatsOncePerScrape.
+//  2. Every metric below is always present for a store that opened (zero
 //     until its event happens; labelled counters carry every label value),
 //     so rate() and alerts work from the first scrape. A store that failed
 //     to open exports only keeppeek_state_store_open (0) and
 //     keeppeek_state_store_open_failed_info.
+//     Code: Collector.Collect, byCode, closures, ForOpen, statestore.codeCounts.
+//     Tests: TestEveryMetricPresentFromTheStart, TestFailedOpenExportsOnlyWhy, TestDocListsEveryMetric.
+//
+// # Metrics
 //
 // Metrics (all prefixed keeppeek_state_store_; "s" is seconds):
 //

@@ -20,6 +20,7 @@ import (
 // as framed on the wire): it is accepted. The same snapshot for watch id
 // "w-ab" is one byte longer: WATCH_TOO_BROAD, and nothing is registered.
 func TestSnapshotBoundIsExact(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	const ns, bound = "service/big", 65536
 	ctx := context.Background()
@@ -74,6 +75,7 @@ func TestSnapshotBoundIsExact(t *testing.T) {
 
 // TestSnapshotEntryBound: 64 entries are accepted, 65 are WATCH_TOO_BROAD.
 func TestSnapshotEntryBound(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), admin)
 	for i := 0; i < 64; i++ {

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -13,7 +14,9 @@ import (
 // value maps to the wire value of the same spelling, and every wire value
 // but UNSPECIFIED is reached.
 func TestEveryValueMaps(t *testing.T) {
+	t.Parallel()
 	t.Run("codes", func(t *testing.T) {
+		t.Parallel()
 		reached := map[pb.StateStoreErrorCode]bool{}
 		for c := statestore.NotFound; c <= statestore.Unavailable; c++ {
 			w := WireCode(c)
@@ -28,6 +31,7 @@ func TestEveryValueMaps(t *testing.T) {
 		}
 	})
 	t.Run("kinds", func(t *testing.T) {
+		t.Parallel()
 		reached := map[pb.StateStoreWatchUpdateKind]bool{}
 		for k := watch.Put; k <= watch.Expire; k++ {
 			w := WireKind(k)
@@ -42,6 +46,7 @@ func TestEveryValueMaps(t *testing.T) {
 		}
 	})
 	t.Run("reasons", func(t *testing.T) {
+		t.Parallel()
 		reached := map[pb.StateStoreWatchCloseReason]bool{}
 		for r := watch.BufferOverflow; r <= watch.Restored; r++ {
 			w := WireReason(r)
@@ -67,6 +72,7 @@ func checkReached(t *testing.T, values, reached int) {
 }
 
 func TestErrorMessageCarriesFieldAndRevision(t *testing.T) {
+	t.Parallel()
 	m := errorMessage(7, &statestore.Error{Code: statestore.Conflict, Field: "expected_revision", Message: "want 3", CurrentRevision: 5})
 	e := m.GetResult().GetError()
 	if m.GetResult().GetRequestId() != 7 || e.GetCode() != pb.StateStoreErrorCode_STATE_STORE_ERROR_CODE_CONFLICT ||
@@ -83,3 +89,40 @@ func TestErrorMessageCarriesFieldAndRevision(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestOutboxBounds fills an outbox nobody drains: updates stop at the
+// limit (the registry then closes the watch), snapshots and closures go on
+// into the margin and stop there, so a stalled peer holds a fixed number
+// of messages whatever the store publishes.
+func TestOutboxBounds(t *testing.T) {
+	t.Parallel()
+	const limit, margin = 3, 2
+	o := newOutbox(limit, margin, func(*pb.ServerMessage) error { return nil }, func() {})
+	m := &pb.ServerMessage{}
+	for i := range limit {
+		if err := o.offer(m); err != nil {
+			t.Fatalf("update %d of %d: %v", i+1, limit, err)
+		}
+	}
+	if err := o.offer(m); !errors.Is(err, errOutboxFull) {
+		t.Fatalf("update past the limit: %v, want errOutboxFull", err)
+	}
+	for i := range margin {
+		if err := o.force(m, nil); err != nil {
+			t.Fatalf("closure %d of the margin %d: %v", i+1, margin, err)
+		}
+	}
+	if err := o.force(m, nil); !errors.Is(err, errOutboxFull) {
+		t.Fatalf("closure past the margin: %v, want errOutboxFull", err)
+	}
+	o.mu.Lock()
+	n := o.lenLocked()
+	o.mu.Unlock()
+	if n != limit+margin {
+		t.Fatalf("the outbox holds %d messages, want %d", n, limit+margin)
+	}
+	o.close(true)
+	if err := o.queue(m, nil); !errors.Is(err, errOutboxClosed) {
+		t.Fatalf("an answer after close: %v, want errOutboxClosed", err)
+	}
+}

@@ -7,8 +7,9 @@
 // package framing; an embedder with its own control channel implements
 // Conn.
 //
-// Invariants (each pinned by tests):
-//   - Every request is answered exactly once, and its answer carries its
+// # Invariants
+//
+//  1. Every request is answered exactly once, and its answer carries its
 //     request_id: GetState and PutState with the entry, DeleteState with the
 //     revision it produced, WatchState with the snapshot, UnwatchState with
 //     ok, WatchStateAck with a StateWatchAckResult, any failure with a
@@ -16,20 +17,34 @@
 //     concurrently (at most Options.MaxInFlight at once; when all are
 //     running, the next frame is not read until one finishes), so answers
 //     come in completion order; correlate by request_id.
-//   - A watch's snapshot answer is sent before any of its updates, its
+//     Code: session.admit, session.execute, session.run, session.reply, session.read.
+//     Tests: TestEveryRequestIsAnswered, TestReusedInFlightRequestID,
+//     TestMaxInFlightStopsTheReading, TestRequestsAnsweredWhileAPutWaitsForSync, FuzzDispatch.
+//  2. A watch's snapshot answer is sent before any of its updates, its
 //     updates follow in commit order with watch_sequence 1, 2, 3, ..., and a
 //     StateStoreWatchClosed is its last message: the store's watch registry
 //     delivers them through this session's sink in that order, and the sink
 //     queues them on the one outbound queue in the order received.
-//   - Bounded memory against a stalled peer: the outbound queue holds at
+//     Code: sink.Deliver, outbox.run, outbox.accept, watch.Session.run.
+//     Tests: TestScenario3WatchDuringWrites, TestStalledPeerIsBounded,
+//     TestScenario2LeaseExpiryReachesEveryWatcher, TestSequenceDiagram.
+//  3. Bounded memory against a stalled peer: the outbound queue holds at
 //     most Options.MaxQueued messages plus a fixed margin. An answer waits
 //     for room (so a peer that stops reading soon stops being read from); a
 //     watch update that finds no room closes its watch with BUFFER_OVERFLOW,
 //     exactly like the store's own per-watch bound; snapshots and closures
 //     (at most a few per watch) use the margin.
-//   - The session's watches are removed when it ends, for whatever reason.
-//   - Without a store (NewUnavailable) every request is answered UNAVAILABLE
+//     Code: outbox.accept, outbox.offer, outbox.force, Server.Serve.
+//     Tests: TestOutboxBounds, TestStalledPeerIsBounded.
+//  4. The session's watches are removed when it ends, for whatever reason.
+//     Code: Server.Serve, statestore.Session.Close.
+//     Tests: TestDisconnectRemovesTheSessionsWatches.
+//  5. Without a store (NewUnavailable) every request is answered UNAVAILABLE
 //     naming the cause, Capabilities lists nothing, and nothing is written.
+//     Code: NewUnavailable, Server.unavailable, Server.Capabilities, session.admit.
+//     Tests: TestUnavailableModeWithACorruptJournal, TestCapabilityOnlyWhileTheStoreIsOpen.
+//
+// # Bad input
 //
 // Bad input never panics, hangs, or touches the session's other watches.
 // The documented answers:
@@ -49,7 +64,14 @@
 //	  (its answer not yet queued)               field "request_id", the id in the message};
 //	                                            nothing runs, the first request is unaffected
 //
-// What runs where. A session has these goroutines, and no others:
+// request_id 0 is reserved for answers that cannot be attributed to a
+// request. Client messages carry no enum fields, so unknown enum values can
+// only reach a client: proto3 enums are open, and a client keeps the number.
+// An id may be reused once its answer was queued.
+//
+// # What runs where
+//
+// A session has these goroutines, and no others:
 //
 //   - the reader: one goroutine at a time receives frames and checks each
 //     envelope (request kind, request_id, a free slot). It answers what
@@ -79,9 +101,4 @@
 //   - Serve's own goroutine waits for the reading to end, then ends the
 //     session; it runs no request, so a failed connection ends the session
 //     even while a request is still running.
-//
-// request_id 0 is reserved for answers that cannot be attributed to a
-// request. Client messages carry no enum fields, so unknown enum values can
-// only reach a client: proto3 enums are open, and a client keeps the number.
-// An id may be reused once its answer was queued.
 package dispatch

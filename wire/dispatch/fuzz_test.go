@@ -60,6 +60,7 @@ func FuzzDispatch(f *testing.F) {
 	f.Cleanup(func() { s.Close() })
 	srv := dispatch.New(s, dispatch.Options{})
 	f.Fuzz(func(t *testing.T, input []byte) {
+		t.Parallel()
 		sent := requestIDs(input)
 		h := &halfClosed{in: bytes.NewReader(input)}
 		done := make(chan struct{})
@@ -159,6 +160,7 @@ func fuzzSeeds(tb testing.TB) map[string][]byte {
 // TestSeedCorpus keeps testdata/fuzz/FuzzDispatch/seed-* in step with
 // fuzzSeeds; -update rewrites them.
 func TestSeedCorpus(t *testing.T) {
+	t.Parallel()
 	for name, input := range fuzzSeeds(t) {
 		path := filepath.Join("testdata", "fuzz", "FuzzDispatch", "seed-"+name)
 		want := fuzzcorpus.File(input)

@@ -61,8 +61,10 @@ func goldenMessages() map[string]proto.Message {
 // byte for byte (deterministic marshalling), the text file by parsing it
 // back (the text printer varies its spacing on purpose).
 func TestGoldenMessages(t *testing.T) {
+	t.Parallel()
 	for name, m := range goldenMessages() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			bin, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 			if err != nil {
 				t.Fatal(err)
@@ -117,6 +119,7 @@ const diagramPath = "testdata/sequence_diagram.txtpb"
 // through a live dispatcher, message for message, and compares it with the
 // golden file.
 func TestSequenceDiagram(t *testing.T) {
+	t.Parallel()
 	var got []wiredemo.Step
 	if err := wiredemo.Run(t.TempDir(), func(s wiredemo.Step) { got = append(got, s) }); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // every session writes from the same revision, exactly one wins and every
 // other gets CONFLICT with the winner's revision.
 func TestScenario1CompareAndSetOverTheWire(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	srv := dispatch.New(s, dispatch.Options{})
 	const writers, rounds, ns, key = 8, 5, "service/transcoder-a", "intents/front-door-video"
@@ -64,6 +65,7 @@ func TestScenario1CompareAndSetOverTheWire(t *testing.T) {
 // Scenario 2: a lease expiry reaches every active watcher as one ordered
 // EXPIRE update.
 func TestScenario2LeaseExpiryReachesEveryWatcher(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(start)
 	s := openStore(t, clk)
 	srv := dispatch.New(s, dispatch.Options{})
@@ -132,6 +134,7 @@ func replay(m *pb.ServerMessage) chan *pb.ServerMessage {
 // the same revision. Watches start on many sessions while one session
 // writes the key over and over.
 func TestScenario3WatchDuringWrites(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	srv := dispatch.New(s, dispatch.Options{})
 	const watchers, writes, ns, key = 24, 25, "service/transcoder-a", "intents/front-door-video"

@@ -22,6 +22,7 @@ import (
 // its successful and a failing form, and checks the answer's shape and
 // request_id.
 func TestEveryRequestIsAnswered(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), alice)
 	const ns = "user/alice"
@@ -99,6 +100,7 @@ func rawFrame(payload []byte) []byte {
 // session that also holds a watch, and checks the answer, that the session
 // goes on (or ends, where documented), and that the watch still works.
 func TestBadInputGetsItsDocumentedAnswer(t *testing.T) {
+	t.Parallel()
 	const maxFrame = 1024
 	noRequest, _ := protoMarshal(&pb.ClientMessage{})
 	unknownKind := protowire.AppendTag(nil, 99, protowire.BytesType)
@@ -120,6 +122,7 @@ func TestBadInputGetsItsDocumentedAnswer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := openStore(t, clock.NewFake(start))
 			srv := dispatch.New(s, dispatch.Options{})
 			bystander := dial(t, srv, alice)
@@ -173,6 +176,7 @@ func TestBadInputGetsItsDocumentedAnswer(t *testing.T) {
 // another request with the same id: the second is refused with request_id
 // 0 naming the id, the first is answered normally.
 func TestReusedInFlightRequestID(t *testing.T) {
+	t.Parallel()
 	s, faults := openFaultyStore(t, clock.NewFake(start))
 	c := dial(t, dispatch.New(s, dispatch.Options{}), alice)
 	wantEntry(t, c.call(putReq(1, "user/alice", "k", doc("a"), nil, 0)), 1)
@@ -193,6 +197,7 @@ func TestReusedInFlightRequestID(t *testing.T) {
 }
 
 func TestCapabilityOnlyWhileTheStoreIsOpen(t *testing.T) {
+	t.Parallel()
 	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +218,7 @@ func TestCapabilityOnlyWhileTheStoreIsOpen(t *testing.T) {
 // limit, disconnects, and checks a new session of the same principal can
 // open as many again while the store counts none of the old ones.
 func TestDisconnectRemovesTheSessionsWatches(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	srv := dispatch.New(s, dispatch.Options{})
 	limit := s.Limits().MaxWatchesPerSession
@@ -233,6 +239,7 @@ func TestDisconnectRemovesTheSessionsWatches(t *testing.T) {
 // writer never blocks, and when the peer reads again it finds the
 // snapshot, contiguous updates and the closure last.
 func TestStalledPeerIsBounded(t *testing.T) {
+	t.Parallel()
 	s := openStore(t, clock.NewFake(start))
 	srv := dispatch.New(s, dispatch.Options{MaxQueued: 4})
 	conn, _ := rawSession(t, srv, admin, 0)

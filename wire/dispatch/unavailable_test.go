@@ -30,6 +30,7 @@ func files(t *testing.T, dir string) map[string]string {
 // the Open error answers every command UNAVAILABLE naming the cause,
 // advertises nothing, and leaves every file byte-identical.
 func TestUnavailableModeWithACorruptJournal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {

@@ -3,17 +3,24 @@
 // LEB128 varint length, then that many bytes of one encoded message, the
 // same layout as protobuf's "delimited" encoding.
 //
-// Invariants (pinned by tests):
-//   - A reader never allocates or reads more than its maximum frame size for
+// # Invariants
+//
+//  1. A reader never allocates or reads more than its maximum frame size for
 //     one frame: a longer length prefix is a *FrameSizeError before any of
 //     the payload is read. Since the stream cannot be resynchronised without
 //     reading the oversized payload, that error (and a truncated or
 //     malformed prefix) is fatal for the stream.
-//   - A frame whose payload is not a valid message is a *DecodeError. The
+//     Code: Reader.ReadFrame, Reader.readPrefix, FrameSizeError.
+//     Tests: TestOversizedFrameIsRejectedBeforeItsPayloadIsRead, TestReadFrameErrors.
+//  2. A frame whose payload is not a valid message is a *DecodeError. The
 //     frame was consumed whole, so the stream stays in step and the next
 //     Recv reads the next frame.
-//   - Each Send writes one whole frame with one Write call, so concurrent
+//     Code: Conn.Recv, Reader.ReadFrame, DecodeError.
+//     Tests: TestUndecodableFrameKeepsTheStreamInStep, TestFramesAroundTheReadBufferSize.
+//  3. Each Send writes one whole frame with one Write call, so concurrent
 //     Sends never interleave bytes.
+//     Code: Conn.Send, AppendFrame.
+//     Tests: TestConcurrentSendsDoNotInterleave.
 package framing
 
 import (

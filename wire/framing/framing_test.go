@@ -33,6 +33,7 @@ func frame(t *testing.T, m proto.Message) []byte {
 }
 
 func TestRoundTripInOrder(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	out := NewConn[*pb.ServerMessage, *pb.ClientMessage](rw{&buf, &buf}, 0, func() *pb.ServerMessage { return new(pb.ServerMessage) })
 	for id := uint64(1); id <= 3; id++ {
@@ -74,6 +75,7 @@ func (f *failAfter) Read(p []byte) (int, error) {
 }
 
 func TestReadFrameErrors(t *testing.T) {
+	t.Parallel()
 	good := frame(t, getState(1))
 	tests := []struct {
 		name  string
@@ -93,6 +95,7 @@ func TestReadFrameErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := NewReader(bytes.NewReader(tc.input), tc.max).ReadFrame()
 			if !tc.check(err) {
 				t.Fatalf("ReadFrame: %v", err)
@@ -107,6 +110,7 @@ func TestReadFrameErrors(t *testing.T) {
 // from the buffer and one copied out both come back intact, and each is
 // skipped exactly once before the next.
 func TestFramesAroundTheReadBufferSize(t *testing.T) {
+	t.Parallel()
 	sizes := []int{0, 1, 127, 128, 2293, 4093, 4094, 4095, 4096, 4097, 9000, 2293, 0, 70000, 5}
 	var stream []byte
 	for i, n := range sizes {
@@ -122,6 +126,7 @@ func TestFramesAroundTheReadBufferSize(t *testing.T) {
 		{"bytes", iotest.OneByteReader},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			rd := NewReader(tc.wrap(bytes.NewReader(stream)), 0)
 			for i, n := range sizes {
 				b, err := rd.ReadFrame()
@@ -140,6 +145,7 @@ func TestFramesAroundTheReadBufferSize(t *testing.T) {
 }
 
 func TestOversizedFrameIsRejectedBeforeItsPayloadIsRead(t *testing.T) {
+	t.Parallel()
 	// A prefix announcing 1 GiB, then a stream that fails any further read.
 	prefix := []byte{0x80, 0x80, 0x80, 0x80, 0x04}
 	src := io.MultiReader(bytes.NewReader(prefix), bytes.NewReader(make([]byte, 1<<20)))
@@ -151,6 +157,7 @@ func TestOversizedFrameIsRejectedBeforeItsPayloadIsRead(t *testing.T) {
 }
 
 func TestUndecodableFrameKeepsTheStreamInStep(t *testing.T) {
+	t.Parallel()
 	var in bytes.Buffer
 	in.Write([]byte{3, 0xff, 0xff, 0xff}) // field 0xff... is no valid tag
 	in.Write(frame(t, getState(9)))
@@ -169,6 +176,7 @@ func TestUndecodableFrameKeepsTheStreamInStep(t *testing.T) {
 // TestConcurrentSendsDoNotInterleave sends from many goroutines and checks
 // every frame decodes whole.
 func TestConcurrentSendsDoNotInterleave(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	w := writerFunc(func(p []byte) (int, error) {

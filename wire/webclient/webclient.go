@@ -3,14 +3,18 @@
 // need no npm: Assets serves dist/keeppeek.mjs (the client library, an ES
 // module), dist/inspector.html and dist/inspector.js (the inspector page).
 //
-// Invariant (pinned by TestBundleIsCurrent): dist/ is the build of the
-// sources as they stand. `npm ci && npm run build` (build.mjs) regenerates
-// the protobuf messages from proto/ with protoc-gen-es, type-checks,
-// bundles with esbuild and writes dist/MANIFEST.sha256, the SHA-256 of
-// every input (the .proto, src/, the package and lock files, the build
-// script) and every output. The test recomputes them, so a source edited
-// without a rebuild, a new source file, or a hand-edited bundle fails `go
-// test` on any machine, npm or not.
+// # Invariants
+//
+//  1. dist/ is the build of the sources as they stand. `npm ci && npm run
+//     build` (build.mjs) regenerates the protobuf messages from proto/ with
+//     protoc-gen-es, type-checks, bundles with esbuild and writes
+//     dist/MANIFEST.sha256, the SHA-256 of every input (the .proto, src/,
+//     the package and lock files, the build script) and every output. The
+//     test recomputes them, so a source edited without a rebuild, a new
+//     source file, or a hand-edited bundle fails `go test` on any machine,
+//     npm or not; and what Assets serves is exactly those outputs.
+//     Code: dist, Assets.
+//     Tests: TestBundleIsCurrent, TestAssetsServeTheBuiltFiles.
 package webclient
 
 import (

@@ -57,6 +57,7 @@ func sha(t *testing.T, path string) string {
 }
 
 func TestBundleIsCurrent(t *testing.T) {
+	t.Parallel()
 	inputs, outputs := manifest(t)
 	if len(inputs) == 0 || len(outputs) != 3 {
 		t.Fatalf("manifest lists %d inputs and %d outputs, want some inputs and 3 outputs", len(inputs), len(outputs))
@@ -84,6 +85,7 @@ func TestBundleIsCurrent(t *testing.T) {
 }
 
 func TestAssetsServeTheBuiltFiles(t *testing.T) {
+	t.Parallel()
 	_, outputs := manifest(t)
 	var names []string
 	err := fs.WalkDir(Assets(), ".", func(p string, d fs.DirEntry, err error) error {

@@ -10,18 +10,33 @@
 // INVALID_ARGUMENT, field "frame"} and the session goes on, exactly like a
 // frame that does not decode.
 //
-// Invariants (each pinned by tests):
-//   - One WebSocket connection is one dispatcher session: its watches are
+// The origin check follows the browser's same-origin rule: a request
+// without an Origin header (a non-browser client) or whose Origin host
+// equals the request's Host passes; any other origin must match one of
+// Options.OriginPatterns (path.Match patterns over the origin's host, or
+// host:port). Browsers always send Origin on a WebSocket handshake, so a
+// page of another site cannot ride on a user's credentials.
+//
+// # Invariants
+//
+//  1. One WebSocket connection is one dispatcher session: its watches are
 //     removed when the connection ends, for whatever reason (the peer
 //     closed it, the network dropped it, a write missed its deadline, the
 //     Handler was closed).
-//   - Nothing is upgraded before the request passed the origin check (403
+//     Code: Handler.ServeHTTP, Handler.Close, msgConn.Close, dispatch.Server.Serve.
+//     Tests: TestSessionEndRemovesItsWatches, TestStalledReaderIsDisconnectedByTheWriteTimeout,
+//     TestOversizedMessageClosesTheConnectionWith1009.
+//  2. Nothing is upgraded before the request passed the origin check (403
 //     otherwise) and the Authenticator (401 otherwise, with the
 //     Authenticator's reason): a refused request never opens a session.
-//   - A client message over Options.MaxMessageBytes is never read whole:
+//     Code: Handler.ServeHTTP, checkOrigin, TokenAuthenticator.Authenticate.
+//     Tests: TestRefusedBeforeTheUpgrade.
+//  3. A client message over Options.MaxMessageBytes is never read whole:
 //     the connection is closed with status 1009 (message too big) naming
 //     the bound, and the session ends.
-//   - Memory per connection is bounded against a slow or stalled peer.
+//     Code: Handler.ServeHTTP, msgConn.Recv.
+//     Tests: TestOversizedMessageClosesTheConnectionWith1009.
+//  4. Memory per connection is bounded against a slow or stalled peer.
 //     The dispatcher's outbound queue is bounded (dispatch.Options.MaxQueued)
 //     and each write has Options.WriteTimeout: a peer that stops reading is
 //     closed when a write misses its deadline, and a peer that reads but
@@ -29,11 +44,8 @@
 //     (BUFFER_OVERFLOW at the unacknowledged-update bound, ACK_TIMEOUT at
 //     the ack deadline), reported in StateStoreWatchClosed. Nothing is
 //     buffered without limit.
-//
-// The origin check follows the browser's same-origin rule: a request
-// without an Origin header (a non-browser client) or whose Origin host
-// equals the request's Host passes; any other origin must match one of
-// Options.OriginPatterns (path.Match patterns over the origin's host, or
-// host:port). Browsers always send Origin on a WebSocket handshake, so a
-// page of another site cannot ride on a user's credentials.
+//     Code: msgConn.Send, Options.WriteTimeout, dispatch.outbox.offer.
+//     Tests: TestStalledReaderIsDisconnectedByTheWriteTimeout,
+//     TestNonAcknowledgingClientLosesItsWatchToBufferOverflow,
+//     TestUnacknowledgedUpdateClosesTheWatchWithAckTimeout, dispatch.TestOutboxBounds.
 package wstransport

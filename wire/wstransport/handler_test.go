@@ -21,6 +21,7 @@ import (
 )
 
 func TestRefusedBeforeTheUpgrade(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{transport: wstransport.Options{OriginPatterns: []string{"app.example.com"}}})
 	cases := []struct {
 		name   string
@@ -39,6 +40,8 @@ func TestRefusedBeforeTheUpgrade(t *testing.T) {
 		{"allowed origin", http.Header{"Authorization": {"Bearer " + token}, "Origin": {"https://app.example.com"}}, "", 0},
 		{"same origin", http.Header{"Origin": {e.srv.URL}}, "?access_token=" + token, 0},
 	}
+	// The cases run one by one: they share e, whose session count and
+	// Ended channel each case reads as its own.
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			conn, err := wstransport.Dial(ctx, e.url+c.query, wstransport.DialOptions{Header: c.header})
@@ -69,6 +72,7 @@ func TestRefusedBeforeTheUpgrade(t *testing.T) {
 }
 
 func TestNewHandlerNamesTheBadOption(t *testing.T) {
+	t.Parallel()
 	auth := wstransport.TokenAuthenticator{Token: token, Principal: admin}
 	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -95,6 +99,7 @@ func TestNewHandlerNamesTheBadOption(t *testing.T) {
 }
 
 func TestRequestsAndOrderedUpdatesOverWebSocket(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	c := e.dial()
 	const ns = "service/transcoder-a"
@@ -164,6 +169,7 @@ func exchange(t *testing.T, raw *websocket.Conn, typ websocket.MessageType, data
 }
 
 func TestTextAndUndecodableMessagesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	// A raw connection, to send what the protocol forbids.
 	raw, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: bearer(token)})
@@ -192,6 +198,7 @@ func TestTextAndUndecodableMessagesAreAnsweredAndTheSessionGoesOn(t *testing.T) 
 }
 
 func TestOversizedMessageClosesTheConnectionWith1009(t *testing.T) {
+	t.Parallel()
 	const max = 1024
 	e := newEnv(t, envOptions{transport: wstransport.Options{MaxMessageBytes: max}})
 	c := e.dial()
@@ -215,6 +222,7 @@ func TestOversizedMessageClosesTheConnectionWith1009(t *testing.T) {
 }
 
 func TestSessionEndRemovesItsWatches(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		end  func(e *env, c *wstransport.ClientConn)
@@ -225,6 +233,7 @@ func TestSessionEndRemovesItsWatches(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, envOptions{})
 			keep, gone := e.dial(), e.dial()
 			watch(t, keep, 1, "a", "service/a")
@@ -266,6 +275,7 @@ func TestSessionEndRemovesItsWatches(t *testing.T) {
 }
 
 func TestNonAcknowledgingClientLosesItsWatchToBufferOverflow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	c := e.dial()
 	watch(t, c, 1, "w", "service/a")
@@ -292,6 +302,7 @@ func TestNonAcknowledgingClientLosesItsWatchToBufferOverflow(t *testing.T) {
 }
 
 func TestUnacknowledgedUpdateClosesTheWatchWithAckTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	c := e.dial()
 	watch(t, c, 1, "w", "service/a")
@@ -307,6 +318,7 @@ func TestUnacknowledgedUpdateClosesTheWatchWithAckTimeout(t *testing.T) {
 }
 
 func TestAcknowledgingClientKeepsItsWatchPastTheBound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	c := e.dial()
 	watch(t, c, 1, "w", "service/a")
@@ -362,6 +374,8 @@ func TestAcknowledgingClientKeepsItsWatchPastTheBound(t *testing.T) {
 }
 
 func TestStalledReaderIsDisconnectedByTheWriteTimeout(t *testing.T) {
+	// Serial: timing on two cores; the snapshot write before the stall must
+	// not miss the 200 ms write timeout under the other tests' load.
 	// A peer that stops reading: the answers pile up in the kernel's
 	// buffers until a write misses its deadline; then the session ends
 	// and its watch goes, instead of the server buffering without limit.

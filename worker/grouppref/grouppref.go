@@ -2,12 +2,16 @@
 // local mute layout, selected audio device) in its private state
 // namespace, user/<owner-id>/.
 //
-// Invariant: a preference is only a preference. It is written under the
-// client's own user namespace, never under group/ (which non-administrators
-// cannot write), and nothing reads it as membership or permission: those
-// facts come only from the media server's GroupState after a successful
-// join. So an expired preference or a malicious shared-state write can
-// never become a media authorization decision.
+// # Invariants
+//
+//  1. A preference is only a preference. It is written under the client's
+//     own user namespace, never under group/ (which non-administrators
+//     cannot write), and nothing reads it as membership or permission:
+//     those facts come only from the media server's GroupState after a
+//     successful join. So an expired preference or a malicious shared-state
+//     write can never become a media authorization decision.
+//     Code: Namespace, Save, Load.
+//     Tests: TestScenario6PreferredGroupGrantsNothing, TestSaveConflictAndRejects.
 package grouppref
 
 import (

@@ -22,6 +22,7 @@ var ctx = context.Background()
 // after a successful join, and the server refuses its publication into
 // the group until then.
 func TestScenario6PreferredGroupGrantsNothing(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t, grouppref.RegisterSchema)
 	sim := mediasim.New()
 	sim.AddGroup("team-blue", "alice")
@@ -74,6 +75,7 @@ func TestScenario6PreferredGroupGrantsNothing(t *testing.T) {
 }
 
 func TestSaveConflictAndRejects(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t, grouppref.RegisterSchema)
 	alice := stateclient.As(st.Store, statestore.Principal{ID: "alice"})
 	if _, err := grouppref.Save(ctx, alice, st.Reg, "alice", grouppref.Preferences{PreferredGroup: "g1"}, 0); err != nil {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseSpecificationExample(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("testdata/publish.json")
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +37,7 @@ func TestParseSpecificationExample(t *testing.T) {
 }
 
 func TestEncodeRejects(t *testing.T) {
+	t.Parallel()
 	base := intent.Intent{Role: intent.Publish, Desired: true, SourceID: "front-door", MediaKind: intent.Video, RecordingMode: intent.RecordingRequired}
 	tests := []struct {
 		name   string
@@ -59,6 +61,7 @@ func TestEncodeRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			in := base
 			tc.mod(&in)
 			doc, err := intent.Encode(schema.NewRegistry(), in)
@@ -77,6 +80,7 @@ func TestEncodeRejects(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, doc, field string }{
 		{"publish without recording_mode", `{"role":"publish","desired":true,"source_id":"a","media_kind":"video"}`, "recording_mode"},
 		{"zero recording_mode", `{"role":"publish","desired":true,"source_id":"a","media_kind":"video","recording_mode":""}`, "recording_mode"},
@@ -85,6 +89,7 @@ func TestParseRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := intent.Parse(schema.NewRegistry(), []byte(tc.doc))
 			var ve *intent.ValidationError
 			if !errors.As(err, &ve) || ve.Field != tc.field {
@@ -98,6 +103,7 @@ func TestParseRejects(t *testing.T) {
 // (an embedder's own, say) accepts a publish intent without a mode; Parse
 // still refuses it, so it can never become a zero-value StartPublication.
 func TestCheckCatchesWhatARegistryMissed(t *testing.T) {
+	t.Parallel()
 	lax := &schema.Registry{}
 	if err := lax.Register(intent.Schema, anyObject{}); err != nil {
 		t.Fatal(err)

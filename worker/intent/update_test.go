@@ -43,6 +43,7 @@ func (c *racingClient) Put(ctx context.Context, r statestore.PutRequest) (states
 // its own change into the winner's document and writes with compare-and-set
 // again, never blind, so both changes survive.
 func TestFailureCASLoserRereadsAndRetries(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t)
 	const ns, key = "service/transcoder-a", "intents/front-door-video"
 	a := stateclient.As(st.Store, statestore.Principal{ID: "coordinator-a", Admin: true})
@@ -96,6 +97,7 @@ func TestFailureCASLoserRereadsAndRetries(t *testing.T) {
 // ends in a ContendedError wrapping CONFLICT, after MaxUpdateAttempts
 // compare-and-set writes and no blind one.
 func TestUpdateGivesUpWhenAlwaysContended(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t)
 	const ns, key = "user/alice", "subscriptions/front-door"
 	alice := stateclient.As(st.Store, statestore.Principal{ID: "alice"})

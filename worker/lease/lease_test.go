@@ -34,6 +34,7 @@ func newLease(t *testing.T, s *storetest.Store, holder string, mod ...func(*leas
 }
 
 func TestClaimRenewRelease(t *testing.T) {
+	t.Parallel()
 	s := storetest.Open(t, lease.RegisterSchema)
 	a, b := newLease(t, s, "worker-a"), newLease(t, s, "worker-b")
 	if err := a.Claim(ctx, s.Clock.Now()); err != nil || !a.Held() {
@@ -71,11 +72,13 @@ func TestClaimRenewRelease(t *testing.T) {
 // standby claimed it, the old holder's renewal and release fail as lost and
 // leave the new holder's entry exactly as it was.
 func TestRenewNeverTouchesAnotherOwnersEntry(t *testing.T) {
+	t.Parallel()
 	for name, op := range map[string]func(*lease.Lease, *storetest.Store) error{
 		"renew":   func(l *lease.Lease, s *storetest.Store) error { return l.Renew(ctx, s.Clock.Now()) },
 		"release": func(l *lease.Lease, _ *storetest.Store) error { return l.Release(ctx) },
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := storetest.Open(t, lease.RegisterSchema)
 			a, b := newLease(t, s, "worker-a"), newLease(t, s, "worker-b")
 			if err := a.Claim(ctx, s.Clock.Now()); err != nil {
@@ -102,6 +105,7 @@ func TestRenewNeverTouchesAnotherOwnersEntry(t *testing.T) {
 }
 
 func TestObserve(t *testing.T) {
+	t.Parallel()
 	s := storetest.Open(t, lease.RegisterSchema)
 	tests := []struct {
 		name      string
@@ -118,6 +122,8 @@ func TestObserve(t *testing.T) {
 		{"holder, expired", true, func(uint64) *statestore.Entry { return nil }, func(r uint64) uint64 { return r + 1 }, true, true},
 		{"holder, replaced", true, func(r uint64) *statestore.Entry { return &statestore.Entry{Revision: r + 2} }, func(r uint64) uint64 { return r + 2 }, false, true},
 	}
+	// The cases run one by one: they claim and delete the one lease key of
+	// the shared store.
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLease(t, s, "worker-"+tc.name[:4])
@@ -140,6 +146,7 @@ func TestObserve(t *testing.T) {
 }
 
 func TestConfigRejected(t *testing.T) {
+	t.Parallel()
 	s := storetest.Open(t, lease.RegisterSchema)
 	tests := []struct {
 		field string
@@ -153,6 +160,7 @@ func TestConfigRejected(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.field, func(t *testing.T) {
+			t.Parallel()
 			cfg := lease.Config{Namespace: ns, Key: key, Holder: "w", TTL: 10 * time.Second}
 			tc.mod(&cfg)
 			_, err := lease.New(client(t, s, "w"), s.Reg, cfg)

@@ -3,20 +3,31 @@
 // and, per principal, reconcile.Media, with the behaviours the
 // specification makes workers cope with.
 //
-// Invariants:
-//   - A source's session ID changes every time it connects; when it leaves,
+// # Invariants
+//
+//  1. A source's session ID changes every time it connects; when it leaves,
 //     every publication from it and subscription to it ends with the session.
-//   - A variant is advertised from when it appears, and is Ready only once
+//     Code: Server.Connect, Server.Disconnect, Server.endSessionLocked.
+//     Tests: TestSessionsAndReadiness.
+//  2. A variant is advertised from when it appears, and is Ready only once
 //     MarkReady says so; Subscribe to a variant that is not ready fails.
-//   - StartPublication refuses a zero or unknown recording mode with
+//     Code: Server.AddVariant, Server.MarkReady, Client.Subscribe.
+//     Tests: TestSessionsAndReadiness.
+//  3. StartPublication refuses a zero or unknown recording mode with
 //     PUBLICATION_ERROR_CODE_RECORDING_MODE_INVALID before anything else, and
 //     answers PUBLICATION_ERROR_CODE_CONFLICT when another principal already
 //     owns the output variant: it is the authority on variant ownership.
-//   - Group membership comes only from a successful Join; nothing else (and
+//     Code: Client.StartPublication.
+//     Tests: TestStartPublicationRefusals.
+//  4. Group membership comes only from a successful Join; nothing else (and
 //     in particular nothing in the state store) grants it. A publication into
 //     a group needs membership.
-//   - Every command is logged (Calls), so tests can prove a command was, or
+//     Code: Server.Join, Server.isMemberLocked, Client.StartPublication.
+//     Tests: TestStartPublicationRefusals, grouppref.TestScenario6PreferredGroupGrantsNothing.
+//  5. Every command is logged (Calls), so tests can prove a command was, or
 //     was never, sent.
+//     Code: Client.log, Server.Calls.
+//     Tests: TestEveryCommandIsLogged.
 package mediasim
 
 import (

@@ -27,6 +27,7 @@ func code(err error) reconcile.ErrorCode {
 }
 
 func TestStartPublicationRefusals(t *testing.T) {
+	t.Parallel()
 	sim := mediasim.New()
 	session := sim.Connect("src", spec())
 	ok := reconcile.PublicationRequest{SourceSessionID: session, MediaKind: intent.Video, VariantID: "out", OutputProfile: "out", RecordingMode: intent.RecordingInherit}
@@ -43,6 +44,8 @@ func TestStartPublicationRefusals(t *testing.T) {
 		{"unknown profile", func(r *reconcile.PublicationRequest) { r.OutputProfile = "8k" }, reconcile.PublicationUnsupported},
 		{"group without membership", func(r *reconcile.PublicationRequest) { r.Group = "g" }, reconcile.PublicationPermissionDenied},
 	}
+	// The cases run one by one, before the rest of the test changes sim's
+	// ownership of the variant they all name.
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			req := ok
@@ -77,6 +80,7 @@ func TestStartPublicationRefusals(t *testing.T) {
 }
 
 func TestSessionsAndReadiness(t *testing.T) {
+	t.Parallel()
 	sim := mediasim.New()
 	changed := sim.Changed()
 	s1 := sim.Connect("src", spec())
@@ -109,5 +113,58 @@ func TestSessionsAndReadiness(t *testing.T) {
 	sim.Disconnect("src")
 	if _, ok := sim.Source("src"); ok {
 		t.Fatal("a disconnected source is still advertised")
+	}
+}
+
+// TestEveryCommandIsLogged: each command, accepted or refused, is one Call
+// naming its principal, its binding and its error, in the order received,
+// which is what lets a worker's test prove a command was never sent.
+func TestEveryCommandIsLogged(t *testing.T) {
+	t.Parallel()
+	sim := mediasim.New()
+	session := sim.Connect("src", spec())
+	pub := reconcile.PublicationRequest{SourceSessionID: session, MediaKind: intent.Video, VariantID: "out", OutputProfile: "out", RecordingMode: intent.RecordingInherit}
+	w := sim.Client("w")
+	p, err := w.StartPublication(ctx, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := pub
+	refused.RecordingMode = ""
+	_, refusedErr := w.StartPublication(ctx, refused)
+	if err := sim.MarkReady("src", "cam"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.Client("v").Subscribe(ctx, reconcile.SubscribeRequest{SourceSessionID: session, MediaKind: intent.Video, VariantID: "cam"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Client("v").Unsubscribe(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.StopPublication(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ principal, command, id string }{
+		{"w", "StartPublication", p.ID},
+		{"w", "StartPublication", ""},
+		{"v", "Subscribe", s.ID},
+		{"v", "Unsubscribe", s.ID},
+		{"w", "StopPublication", p.ID},
+	}
+	calls := sim.Calls()
+	if len(calls) != len(want) {
+		t.Fatalf("%d calls logged, want %d: %+v", len(calls), len(want), calls)
+	}
+	for i, c := range calls {
+		if c.Principal != want[i].principal || c.Command != want[i].command || c.ID != want[i].id {
+			t.Errorf("call %d = %s %s %q, want %s %s %q", i, c.Principal, c.Command, c.ID, want[i].principal, want[i].command, want[i].id)
+		}
+		if (c.Err != nil) != (i == 1) || (i == 1 && c.Err != refusedErr) {
+			t.Errorf("call %d logged error %v", i, c.Err)
+		}
+	}
+	if c := calls[1]; c.Pub.RecordingMode != "" {
+		t.Errorf("the refused call logged recording mode %q, want the request as sent", c.Pub.RecordingMode)
 	}
 }

@@ -10,33 +10,48 @@
 // capability) and Media (Subscribe, Unsubscribe, StartPublication,
 // StopPublication). mediasim implements both for tests.
 //
-// Invariants:
-//   - Watch discipline is the cache's: a snapshot is installed first, updates
+// A Reconciler is driven by one goroutine (Run). Deliver, Disconnected and
+// Reconnected only queue, so the reconciler can be a session's watch.Sink
+// and a stateclient.Link.
+//
+// # Invariants
+//
+//  1. Watch discipline is the cache's: a snapshot is installed first, updates
 //     apply in sequence and are acknowledged once applied, and any gap,
 //     closure, rejected update or disconnect leads to a fresh snapshot. The
 //     reconciler acts only while its intent cache follows a live watch, so
 //     it never acts on state it cannot trust; what is already bound stays
 //     bound while it is disconnected.
-//   - An intent names a stable source; the source session is resolved from
+//     Code: Reconciler.pass, Reconciler.drain, watchcache.Cache.Synced.
+//     Tests: TestNoCommandOnAStaleCache, TestFailureWatcherReconnectsWithFreshSnapshot,
+//     TestFailureStoreRestartReestablishesWatches.
+//  2. An intent names a stable source; the source session is resolved from
 //     Capabilities on every pass, never stored. A binding whose session
 //     ended is forgotten and the intent re-resolved, so a source session
 //     change never invalidates an intent.
-//   - No command before validation: stream, variant readiness, codec,
+//     Code: Reconciler.act, decide.
+//     Tests: TestFailureSourceSessionChangeKeepsIntent, TestNoCommandOnAStaleCache.
+//  3. No command before validation: stream, variant readiness, codec,
 //     publication and recording capability are checked first, and a publish
 //     intent without a valid recording_mode is Invalid and never becomes a
 //     StartPublication.
-//   - With a lease prefix configured, only the lease holder acts on a
+//     Code: decide, decidePublish, Reconciler.act.
+//     Tests: TestDecide, TestScenario5ViewerWaitsForReadyVariant, TestScenario4TranscoderOwnsOutputVariant.
+//  4. With a lease prefix configured, only the lease holder acts on a
 //     publish intent; losing the lease stops the publication. The lease does
 //     not reserve the variant: a StartPublication conflict is reported as
 //     Failed and retried when capabilities change.
-//   - The reconciler writes only under its lease and status prefixes, which
+//     Code: Reconciler.holdLease, Reconciler.loseLease, tracked.retryable.
+//     Tests: TestScenario4TranscoderOwnsOutputVariant, TestLosingTheLeaseStopsThePublication,
+//     TestFailureLeaseExpiresStandbyTakesOver.
+//  5. The reconciler writes only under its lease and status prefixes, which
 //     may not overlap the intent prefix, and only with compare-and-set
 //     (create-only or its own revision): it never overwrites an intent, or
 //     any entry another worker wrote.
-//   - An intent that disappears (deleted, or its TTL expired) is torn
+//     Code: New, Reconciler.writeStatus, Reconciler.ours, lease.Lease.Claim, lease.Lease.Renew.
+//     Tests: TestNewRejectsConfig, TestStatusNeverOverwritesAnotherWriter, TestScenario4TranscoderOwnsOutputVariant.
+//  6. An intent that disappears (deleted, or its TTL expired) is torn
 //     down: its binding stopped, its lease released, its status deleted.
-//
-// A Reconciler is driven by one goroutine (Run). Deliver, Disconnected and
-// Reconnected only queue, so the reconciler can be a session's watch.Sink
-// and a stateclient.Link.
+//     Code: Reconciler.pass, Reconciler.teardown.
+//     Tests: TestFailureTTLExpiryStopsConsumers, TestDeletedPublishIntentIsTornDown.
 package reconcile

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/storetest"
+	"github.com/keeppeek/statestore/worker/lease"
 	"github.com/keeppeek/statestore/worker/mediasim"
 	"github.com/keeppeek/statestore/worker/reconcile"
 )
@@ -50,6 +51,7 @@ func bindingsOf(sim *mediasim.Server, principal string) []mediasim.Binding {
 // owner stops refreshing it EXPIREs; the worker unsubscribes and removes
 // its status. A newer entry under the key is acted on again.
 func TestFailureTTLExpiryStopsConsumers(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	readySource(t, sim)
@@ -81,6 +83,7 @@ func TestFailureTTLExpiryStopsConsumers(t *testing.T) {
 // intents change meanwhile; on reconnect the worker takes a fresh snapshot
 // (a new watch, no resume) and reconciles against it.
 func TestFailureWatcherReconnectsWithFreshSnapshot(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	readySource(t, sim)
@@ -114,6 +117,7 @@ func TestFailureWatcherReconnectsWithFreshSnapshot(t *testing.T) {
 // without releasing; its desired intent stays, its lease EXPIREs, and the
 // standby claims it create-only and publishes.
 func TestFailureLeaseExpiresStandbyTakesOver(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	sim.Connect(frontDoor, frontDoorSpec())
@@ -152,6 +156,7 @@ func TestFailureLeaseExpiresStandbyTakesOver(t *testing.T) {
 // back under a new session ID; the intent (stable source_id) is never
 // touched and the worker re-resolves it to the new session.
 func TestFailureSourceSessionChangeKeepsIntent(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	first := readySource(t, sim)
@@ -181,6 +186,7 @@ func TestFailureSourceSessionChangeKeepsIntent(t *testing.T) {
 // one comes back with its owner and policy, and the worker re-watches from
 // a fresh snapshot and reconciles to exactly that.
 func TestFailureStoreRestartReestablishesWatches(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	readySource(t, sim)
@@ -220,6 +226,7 @@ func TestFailureStoreRestartReestablishesWatches(t *testing.T) {
 // key written by someone else (as a different worker document) is left
 // exactly as it is; the worker reports why and still acts on the intent.
 func TestStatusNeverOverwritesAnotherWriter(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	readySource(t, sim)
@@ -239,5 +246,67 @@ func TestStatusNeverOverwritesAnotherWriter(t *testing.T) {
 	viewer.waitFor(reconcile.EventBound, key)
 	if e, _ := st.Get(ctx, alice, userNS, "status/alice-browser/front-door"); e.Revision != squatter.Revision {
 		t.Fatalf("the other writer's status was replaced: %+v", e)
+	}
+}
+
+// TestLosingTheLeaseStopsThePublication: another writer takes the lease
+// key from under the holder; the holder stops its publication in the same
+// pass and stands by, since the lease now says someone else acts.
+func TestLosingTheLeaseStopsThePublication(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	sim := mediasim.New()
+	sim.Connect(frontDoor, frontDoorSpec())
+	const key = "intents/front-door-video-720p"
+	putIntent(t, st, coordinator, serviceNS, key, publishIntent(), 0)
+	w := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
+	w.waitFor(reconcile.EventClaimed, key)
+	w.waitFor(reconcile.EventBound, key)
+	if b := bindingsOf(sim, "transcoder-1"); len(b) != 1 {
+		t.Fatalf("bindings %+v, want the holder's publication", b)
+	}
+
+	if _, err := st.Put(ctx, coordinator, statestore.PutRequest{Namespace: serviceNS, Key: "leases/front-door-video-" + out720,
+		Schema: lease.Schema, Document: []byte(`{"holder":"transcoder-9"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(reconcile.EventLeaseLost, key)
+	// Standby is reported by the pass that stopped the publication, after it.
+	w.waitFor(reconcile.EventStandby, key)
+	if b := bindingsOf(sim, "transcoder-1"); len(b) != 0 {
+		t.Fatalf("still publishing after losing the lease: %+v", b)
+	}
+	w.noneSeen(reconcile.EventClaimed)
+}
+
+// TestDeletedPublishIntentIsTornDown: deleting a leased publish intent
+// stops its publication, releases its lease and deletes its status, so
+// nothing the worker held outlives what it was for.
+func TestDeletedPublishIntentIsTornDown(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	sim := mediasim.New()
+	sim.Connect(frontDoor, frontDoorSpec())
+	const key = "intents/front-door-video-720p"
+	putIntent(t, st, coordinator, serviceNS, key, publishIntent(), 0)
+	w := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
+	w.waitFor(reconcile.EventBound, key)
+	status(t, st, serviceNS, "transcoder-1", "front-door-video-720p")
+
+	if _, err := st.Delete(ctx, coordinator, statestore.DeleteRequest{Namespace: serviceNS, Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	// Events are reported after the whole pass: the teardown is complete.
+	if ev := w.waitFor(reconcile.EventUnbound, key); !strings.Contains(ev.Detail, "intent gone") {
+		t.Fatalf("unbound: %s", ev)
+	}
+	if b := sim.Bindings(); len(b) != 0 {
+		t.Fatalf("bindings after the intent was deleted: %+v", b)
+	}
+	if _, err := st.Get(ctx, coordinator, serviceNS, "leases/front-door-video-"+out720); !errors.Is(err, statestore.ErrNotFound) {
+		t.Fatalf("lease after the intent was deleted: %v", err)
+	}
+	if _, err := st.Get(ctx, coordinator, serviceNS, "status/transcoder-1/front-door-video-720p"); !errors.Is(err, statestore.ErrNotFound) {
+		t.Fatalf("status after the intent was deleted: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 )
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	src := Source{ID: "front-door", SessionID: "s-1", Streams: []intent.MediaKind{intent.Video}, Publishable: true,
 		Profiles: []Profile{{ID: "browser-h264-720p", Codec: "h264"}, {ID: "browser-av1-1080p", Codec: "av1"}},
 		Variants: []Variant{{ID: "cam", MediaKind: intent.Video, Codec: "h264", Ready: true}, {ID: "slow", MediaKind: intent.Video, Codec: "h264"},
@@ -47,6 +48,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := decide(tc.in, tc.src, !tc.down, tc.codecs)
 			planned := p.pub != nil || p.sub != nil
 			if tc.state == "" {
@@ -75,6 +77,7 @@ func withSource(s Source, f func(*Source)) Source {
 }
 
 func TestNewRejectsConfig(t *testing.T) {
+	t.Parallel()
 	reg := registry(t)
 	base := Config{Namespace: "service/t", Holder: "w", Schemas: reg, Capabilities: nopCaps{}, Media: nopMedia{}, LeasePrefix: "leases/"}
 	tests := []struct {

@@ -18,6 +18,7 @@ import (
 // standby; when topology changes under the holder, StartPublication's
 // conflict is reported and retried, never overridden by the lease.
 func TestScenario4TranscoderOwnsOutputVariant(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	const key, name = "intents/front-door-video-720p", "front-door-video-720p"
@@ -112,6 +113,7 @@ func TestScenario4TranscoderOwnsOutputVariant(t *testing.T) {
 // becomes ready never produces a Subscribe; one without a variant leaves
 // the choice to automatic selection.
 func TestScenario5ViewerWaitsForReadyVariant(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	sim := mediasim.New()
 	const ns = "user/alice"

@@ -50,6 +50,7 @@ func (l *recordLink) snapshot() []string {
 }
 
 func TestLocalDropAndReconnect(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t)
 	alice := statestore.Principal{ID: "alice"}
 	link := &recordLink{seen: make(chan struct{}, 16)}

@@ -6,11 +6,18 @@
 // runs over the wire protocol once an embedder supplies those two; Local is
 // the in-process binding the tests, the simulator and the demo use.
 //
-// Invariants of Local:
-//   - Every call is made as the principal Local was created with; the store
+// # Invariants
+//
+// Both are Local's.
+//
+//  1. Every call is made as the principal Local was created with; the store
 //     decides authorization and assigns that principal as owner.
-//   - A Link sees a connection's messages in delivery order, then
+//     Code: Local.Get, Local.Put, Local.Delete, Local.Watch, Bound.Put.
+//     Tests: TestLocalDropAndReconnect.
+//  2. A Link sees a connection's messages in delivery order, then
 //     Disconnected once no message of that connection can follow, then (on
 //     Reconnect) Reconnected; a message of a dropped connection never
 //     arrives after Disconnected.
+//     Code: Local.Drop, Local.detach, Local.Reconnect.
+//     Tests: TestLocalDropAndReconnect.
 package stateclient

@@ -5,14 +5,20 @@
 // WatchState, UnwatchState and WatchStateAck calls) and routes incoming
 // messages for the cache's watch to Handle.
 //
-// Invariants (the rules of the specification's "Watches without a snapshot
-// gap"):
-//   - The cache is installed from a snapshot first and then applies an
+// # Invariants
+//
+// The rules of the specification's "Watches without a snapshot gap".
+//
+//  1. The cache is installed from a snapshot first and then applies an
 //     update only when its watch_sequence is exactly one above the highest
 //     applied, acknowledging each one after applying it.
-//   - A revision skip without a sequence skip is harmless: the namespace
+//     Code: Cache.Start, Cache.resnapshot, Cache.Handle, Cache.apply.
+//     Tests: TestStartInstallsSnapshot, TestAppliesInOrderAndAcks, TestWithRegistry.
+//  2. A revision skip without a sequence skip is harmless: the namespace
 //     revision also counts keys outside the prefix.
-//   - A sequence gap, a Closed message, a rejected update (a key outside
+//     Code: Cache.valid, Cache.Handle.
+//     Tests: TestRevisionSkipIsHarmless.
+//  3. A sequence gap, a Closed message, a rejected update (a key outside
 //     the prefix, another namespace, a PUT without its entry, a revision
 //     that does not increase, a DELETE or EXPIRE of a key the cache lacks),
 //     or an explicit Resync means the local copy can no longer be trusted
@@ -21,11 +27,18 @@
 //     its keys only once the new snapshot is installed. Until then readers
 //     keep seeing the last consistent state. There is no resume token: the
 //     cache never invents state it did not receive.
-//   - Messages for any watch id other than the current one (late updates
+//     Code: Cache.Handle, Cache.valid, Cache.resnapshot, Cache.checkSnapshot, Cache.Resync.
+//     Tests: TestSequenceGapResnapshots, TestRepeatedSequenceResnapshots, TestClosedResnapshots,
+//     TestRejectedUpdateResnapshots, TestResync, TestFailedResnapshotKeepsState, TestInvalidSnapshotRejected.
+//  4. Messages for any watch id other than the current one (late updates
 //     of a replaced watch) are ignored, so an old stream can never touch
 //     the new state.
+//     Code: Cache.Handle, Cache.currentWatch.
+//     Tests: TestSequenceGapResnapshots, TestClosedResnapshots, TestDisconnected.
 //
-// Concurrency: reads (Get, Keys, Revision, ...) never wait for the Source.
+// # Concurrency
+//
+// Reads (Get, Keys, Revision, ...) never wait for the Source.
 // Start, Handle, Resync, Disconnected and Close are serialized with each
 // other and call the Source synchronously, so the embedder must not call
 // Handle from the goroutine that completes Source calls (typically the

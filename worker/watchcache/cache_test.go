@@ -211,6 +211,7 @@ func started(t *testing.T, f *fakeSource, prefix string) *watchcache.Cache {
 }
 
 func TestStartInstallsSnapshot(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	for _, k := range []string{"intents/a", "intents/b", "status/a"} {
 		f.put(k)
@@ -230,6 +231,7 @@ func TestStartInstallsSnapshot(t *testing.T) {
 }
 
 func TestDefaultWatchIDsAreDistinct(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	a, b := watchcache.New(f, ns, ""), watchcache.New(f, ns, "")
 	if err := a.Start(); err != nil {
@@ -244,6 +246,7 @@ func TestDefaultWatchIDsAreDistinct(t *testing.T) {
 }
 
 func TestAppliesInOrderAndAcks(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "intents/")
 	f.put("intents/a")
@@ -271,6 +274,7 @@ func TestAppliesInOrderAndAcks(t *testing.T) {
 // The namespace revision also counts keys outside the prefix, so revisions
 // may skip while sequences do not: nothing to repair.
 func TestRevisionSkipIsHarmless(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "intents/")
 	f.put("intents/a")
@@ -285,6 +289,7 @@ func TestRevisionSkipIsHarmless(t *testing.T) {
 }
 
 func TestSequenceGapResnapshots(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "intents/")
 	f.put("intents/a")
@@ -323,6 +328,7 @@ func TestSequenceGapResnapshots(t *testing.T) {
 }
 
 func TestRepeatedSequenceResnapshots(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "")
 	f.put("a")
@@ -339,8 +345,10 @@ func TestRepeatedSequenceResnapshots(t *testing.T) {
 }
 
 func TestClosedResnapshots(t *testing.T) {
+	t.Parallel()
 	for _, r := range []watch.Reason{watch.BufferOverflow, watch.AckTimeout, watch.Restored} {
 		t.Run(r.String(), func(t *testing.T) {
+			t.Parallel()
 			f := newSource()
 			c := started(t, f, "intents/")
 			f.put("intents/a")
@@ -360,6 +368,7 @@ func TestClosedResnapshots(t *testing.T) {
 }
 
 func TestRejectedUpdateResnapshots(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		forge func(u *watch.Update)
@@ -380,6 +389,7 @@ func TestRejectedUpdateResnapshots(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			f := newSource()
 			cache := started(t, f, "intents/")
 			f.put("intents/a")
@@ -407,6 +417,7 @@ func TestRejectedUpdateResnapshots(t *testing.T) {
 }
 
 func TestDisconnected(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "intents/")
 	f.put("intents/a")
@@ -448,6 +459,7 @@ func TestDisconnected(t *testing.T) {
 }
 
 func TestResync(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "")
 	f.put("a")
@@ -464,6 +476,7 @@ func TestResync(t *testing.T) {
 // A failed re-snapshot keeps the last consistent state, follows nothing,
 // and a later Start recovers.
 func TestFailedResnapshotKeepsState(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "")
 	f.put("a")
@@ -495,6 +508,7 @@ func TestFailedResnapshotKeepsState(t *testing.T) {
 }
 
 func TestInvalidSnapshotRejected(t *testing.T) {
+	t.Parallel()
 	cases := map[string]func([]*materialize.Entry) []*materialize.Entry{
 		"outside prefix": func(es []*materialize.Entry) []*materialize.Entry {
 			return append(es, &materialize.Entry{Namespace: ns, Key: "status/x"})
@@ -507,6 +521,7 @@ func TestInvalidSnapshotRejected(t *testing.T) {
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			f := newSource()
 			f.put("intents/a")
 			f.take()
@@ -528,6 +543,7 @@ func TestInvalidSnapshotRejected(t *testing.T) {
 }
 
 func TestAckFailureIsReturned(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "")
 	f.ackErr = errors.New("channel full")
@@ -542,6 +558,7 @@ func TestAckFailureIsReturned(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := started(t, f, "")
 	f.put("a")
@@ -569,6 +586,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestHandleBeforeStartIgnored(t *testing.T) {
+	t.Parallel()
 	f := newSource()
 	c := watchcache.New(f, ns, "")
 	if err := c.Handle(&watch.Closed{WatchID: "x"}); err != nil || len(f.watchIDs) != 0 {

@@ -91,6 +91,7 @@ func (r *routeSink) Deliver(m watch.Message) error {
 // (every watch Closed) and buffer overflows from a writer outpacing the
 // cache: the cache always ends equal to the store.
 func TestWithRegistry(t *testing.T) {
+	t.Parallel()
 	reg := watch.NewRegistry(watch.Limits{MaxUnacked: 4}, clock.NewFake(time.Unix(0, 0)))
 	defer reg.Stop()
 	sink := &routeSink{handled: make(chan struct{}, 1)}
