@@ -11,7 +11,7 @@
 //  2. The same checks run at admission and at replay, so a store whose files
 //     exceed a bound (a restored backup, a hand-edited journal) refuses to
 //     open instead of serving state no client could have written.
-//     Code: Limits.CheckPut, statestore.batch.admit, statestore.ReplayChecker.Check.
+//     Code: Limits.CheckPut, statestore.batch.admit, recovery.Checker.Check.
 //     Tests: statestore.TestReplayRejects, statestore.TestQuotaWorkload.
 //  3. A full store fails the write; nothing here ever evicts.
 //     Code: Limits.CheckPut, Exceeded.

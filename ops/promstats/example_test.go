@@ -7,11 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,7 +15,6 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/ops/promstats"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/keeppeek/statestore/watch"
 )
 
 // Register the collector for whatever Open returned, serve /metrics, and
@@ -76,77 +71,4 @@ func ExampleForOpen() {
 	// keeppeek_state_store_open 1
 	// keeppeek_state_store_writes_committed_total 1
 	// keeppeek_state_store_writes_refused_total{code="CONFLICT"} 1
-}
-
-// The invariants' tests live here, beside the examples, while
-// collector_test.go's fault hooks are being converted.
-
-// TestCollectReadsStatsOncePerScrape scrapes one collector from many
-// goroutines at once: each scrape calls the source exactly once, and the
-// race detector sees the collector keep nothing between scrapes.
-func TestCollectReadsStatsOncePerScrape(t *testing.T) {
-	t.Parallel()
-	s := openStore(t)
-	var calls atomic.Int64
-	reg := registry(t, promstats.New(func() statestore.Stats {
-		calls.Add(1)
-		return s.Stats()
-	}))
-	const scrapes = 8
-	var wg sync.WaitGroup
-	for range scrapes {
-		wg.Go(func() {
-			if _, err := reg.Gather(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if n := calls.Load(); n != scrapes {
-		t.Fatalf("%d scrapes called the source %d times, want once each", scrapes, n)
-	}
-}
-
-// TestEveryMetricPresentFromTheStart scrapes a store nothing happened to:
-// every family is there, and the labelled counters carry every label
-// value, so rate() and alerts work from the first scrape.
-func TestEveryMetricPresentFromTheStart(t *testing.T) {
-	t.Parallel()
-	s := openStore(t)
-	reg := registry(t, promstats.ForStore(s))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	families := map[string]bool{}
-	for _, mf := range mfs {
-		families[mf.GetName()] = true
-	}
-	ch := make(chan *prometheus.Desc, 64)
-	promstats.ForStore(s).Describe(ch)
-	close(ch)
-	name := regexp.MustCompile(`fqName: "([a-z_]+)"`)
-	for d := range ch {
-		n := name.FindStringSubmatch(d.String())[1]
-		if !families[n] && n != p+"open_failed_info" {
-			t.Errorf("%s is missing from a fresh store's scrape", n)
-		}
-	}
-	got := scrape(t, reg)
-	for code := statestore.NotFound; code <= statestore.Unavailable; code++ {
-		for _, m := range []string{"writes_refused_total", "watch_requests_refused_total"} {
-			if _, ok := got[fmt.Sprintf("%s%s{code=%q}", p, m, code)]; !ok {
-				t.Errorf("%s has no series for code %s", m, code)
-			}
-		}
-	}
-	reasons := []string{"UNWATCH", "DISCONNECT"}
-	for _, r := range watch.Reasons {
-		reasons = append(reasons, r.String())
-	}
-	for _, r := range reasons {
-		if _, ok := got[fmt.Sprintf("%swatch_closures_total{reason=%q}", p, r)]; !ok {
-			t.Errorf("watch_closures_total has no series for reason %s", r)
-		}
-	}
 }
