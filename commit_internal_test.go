@@ -169,22 +169,36 @@ func submitAsync(p *pipeline, o *op) <-chan answer {
 	return c
 }
 
-// waitQueued waits until n ops are queued for the write stage.
-func waitQueued(t *testing.T, p *pipeline, n int) {
+// waitFor waits until count reports at least n of what it counts.
+func waitFor(t *testing.T, what string, n int, count func() int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p.mu.Lock()
-		q := len(p.queue)
-		p.mu.Unlock()
-		if q >= n {
-			return
-		}
+	for c := count(); c < n; c = count() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d ops queued after 10 s, want %d", q, n)
+			t.Fatalf("%d %s after 10 s, want %d", c, what, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// waitQueued waits until n ops are queued for the write stage.
+func waitQueued(t *testing.T, p *pipeline, n int) {
+	t.Helper()
+	waitFor(t, "ops queued", n, func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.queue)
+	})
+}
+
+// waitWritten waits until the log has seen n writes.
+func waitWritten(t *testing.T, log *fakeLog, n int) {
+	t.Helper()
+	waitFor(t, "writes", n, func() int {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return len(log.writes)
+	})
 }
 
 // TestPipelineCommitsBeforeApply: no publication and no answer before the
@@ -262,24 +276,6 @@ func TestPipelinePoisonsAfterFailedSync(t *testing.T) {
 	}
 	if w := log.writes[len(log.writes)-1]; w != [2]int{1, 1} {
 		t.Fatalf("last write (first, records) %v, want (1, 1)", w)
-	}
-}
-
-// waitWritten waits until the log has seen n writes.
-func waitWritten(t *testing.T, log *fakeLog, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		log.mu.Lock()
-		w := len(log.writes)
-		log.mu.Unlock()
-		if w >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes after 10 s, want %d", w, n)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -113,18 +113,30 @@ func TestFailureWatcherReconnectsWithFreshSnapshot(t *testing.T) {
 	viewer.noneSeen(reconcile.EventStoreError)
 }
 
+// publishKey is the publish intent of the leased-publisher tests.
+const publishKey = "intents/front-door-video-720p"
+
+// leasedPublisher is a store holding a publish intent for the front door's
+// 720p output, a simulator whose front door source is connected, and
+// transcoder-1 working it under a lease, bound.
+func leasedPublisher(t *testing.T) (*storetest.Store, *mediasim.Server, *testWorker, statestore.Entry) {
+	t.Helper()
+	st := openStore(t)
+	sim := mediasim.New()
+	sim.Connect(frontDoor, frontDoorSpec())
+	written := putIntent(t, st, coordinator, serviceNS, publishKey, publishIntent(), 0)
+	w := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
+	w.waitFor(reconcile.EventBound, publishKey)
+	return st, sim, w, written
+}
+
 // TestFailureLeaseExpiresStandbyTakesOver: the publishing worker dies
 // without releasing; its desired intent stays, its lease EXPIREs, and the
 // standby claims it create-only and publishes.
 func TestFailureLeaseExpiresStandbyTakesOver(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	sim := mediasim.New()
-	sim.Connect(frontDoor, frontDoorSpec())
-	const key = "intents/front-door-video-720p"
-	written := putIntent(t, st, coordinator, serviceNS, key, publishIntent(), 0)
-	w1 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
-	w1.waitFor(reconcile.EventBound, key)
+	st, sim, w1, written := leasedPublisher(t)
+	const key = publishKey
 	w2 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-2", Admin: true}, withLeases)
 	w2.waitFor(reconcile.EventStandby, key)
 
@@ -254,14 +266,9 @@ func TestStatusNeverOverwritesAnotherWriter(t *testing.T) {
 // pass and stands by, since the lease now says someone else acts.
 func TestLosingTheLeaseStopsThePublication(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	sim := mediasim.New()
-	sim.Connect(frontDoor, frontDoorSpec())
-	const key = "intents/front-door-video-720p"
-	putIntent(t, st, coordinator, serviceNS, key, publishIntent(), 0)
-	w := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
+	st, sim, w, _ := leasedPublisher(t)
+	const key = publishKey
 	w.waitFor(reconcile.EventClaimed, key)
-	w.waitFor(reconcile.EventBound, key)
 	if b := bindingsOf(sim, "transcoder-1"); len(b) != 1 {
 		t.Fatalf("bindings %+v, want the holder's publication", b)
 	}
@@ -284,13 +291,8 @@ func TestLosingTheLeaseStopsThePublication(t *testing.T) {
 // nothing the worker held outlives what it was for.
 func TestDeletedPublishIntentIsTornDown(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	sim := mediasim.New()
-	sim.Connect(frontDoor, frontDoorSpec())
-	const key = "intents/front-door-video-720p"
-	putIntent(t, st, coordinator, serviceNS, key, publishIntent(), 0)
-	w := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
-	w.waitFor(reconcile.EventBound, key)
+	st, sim, w, _ := leasedPublisher(t)
+	const key = publishKey
 	status(t, st, serviceNS, "transcoder-1", "front-door-video-720p")
 
 	if _, err := st.Delete(ctx, coordinator, statestore.DeleteRequest{Namespace: serviceNS, Key: key}); err != nil {
