@@ -1,0 +1,48 @@
+package statestore_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/quota"
+)
+
+// TestOptionsDefaultsAndRefusals: zero Options fields take their
+// defaults; an Options without Dir or with a limit out of range is
+// refused with INVALID_ARGUMENT naming the field, before any file exists;
+// a second Open of the same Dir is refused with ErrLocked.
+func TestOptionsDefaultsAndRefusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if got, want := f.s.Limits(), quota.Default(); got != want {
+		t.Errorf("limits %+v, want the defaults %+v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, statestore.StoreDirName, "LOCK")); err != nil {
+		t.Errorf("the store's files are not in Dir/%s: %v", statestore.StoreDirName, err)
+	}
+	_, err := statestore.Open(f.opts)
+	if wantCode(t, err, statestore.Unavailable, "store"); !errors.Is(err, statestore.ErrLocked) {
+		t.Errorf("second Open: %v, want ErrLocked", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  statestore.Options
+		field string
+	}{
+		{"no Dir", statestore.Options{}, "Dir"},
+		{"negative limit", statestore.Options{Limits: quota.Limits{MaxEntriesPerNamespace: -1}}, "Limits"},
+	} {
+		dir := t.TempDir()
+		if tc.opts.Dir == "" && tc.field != "Dir" {
+			tc.opts.Dir = dir
+		}
+		_, err := statestore.Open(tc.opts)
+		wantCode(t, err, statestore.InvalidArgument, tc.field)
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%s: the refused Open created %d files", tc.name, len(entries))
+		}
+	}
+}
