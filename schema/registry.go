@@ -72,6 +72,15 @@ func (r *Registry) Register(name string, v Validator) error {
 	return nil
 }
 
+// Has reports whether name is registered. Replay uses it to refuse records
+// whose schema this build does not know without re-validating documents.
+func (r *Registry) Has(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.validators[name]
+	return ok
+}
+
 // Names lists the registered schema names in sorted order, for capability
 // advertisement and diagnostics.
 func (r *Registry) Names() []string {
