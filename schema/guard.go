@@ -49,11 +49,14 @@ func guard(doc any) *Error {
 }
 
 func guardValue(p *jsonPath, v any) *Error {
-	switch v := v.(type) {
-	case map[string]any:
+	switch v.(type) {
+	case map[string]any, []any:
 		if p.n >= maxDepth {
 			return p.fail(tooDeep)
 		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
 		// Map order is random: of the offending members, report the least
 		// name, which no member past it can displace.
 		var first *Error
@@ -76,9 +79,6 @@ func guardValue(p *jsonPath, v any) *Error {
 		}
 		return first
 	case []any:
-		if p.n >= maxDepth {
-			return p.fail(tooDeep)
-		}
 		for i, child := range v {
 			p.push("", i)
 			err := guardValue(p, child)
@@ -111,8 +111,7 @@ func memberNameProblem(k string) string {
 	return ""
 }
 
-// nameClean is memberNameProblem(k) == "" for the JSON walk, where clean is
-// str's verdict on k.
+// nameClean is memberNameProblem(k) == "" given str's verdict on k.
 func nameClean(k string, clean bool) bool {
 	return credentialWord(k) == "" && (clean || stringProblem(k) == "")
 }
@@ -132,7 +131,6 @@ func paramNameClean(k string, clean bool) bool {
 	return credentialIn(norm[:n]) == "" && (clean || stringProblem(k) == "")
 }
 
-// segsPath renders a path as a JSON path.
 func segsPath(segs []pathSeg) string {
 	var b strings.Builder
 	b.WriteByte('$')
@@ -194,7 +192,7 @@ var credentialWords = [256][]string{
 }
 
 // minCredentialWord is the length of the shortest credentialWords entry
-// (a shorter one makes the tables below panic).
+// (a shorter one makes credentialShift's set-up panic).
 const minCredentialWord = 5
 
 // credentialSuffixes are matched only at the end of a normalised name:
@@ -250,13 +248,13 @@ var credentialLast = func() (t [256]bool) {
 	return t
 }()
 
-// credentialWord returns the credential word name contains, or "".
 func credentialWord(name string) string {
 	var buf [64]byte
 	return credentialIn(normalizeName(buf[:0], name))
 }
 
-// credentialIn is credentialWord for a name already normalised.
+// credentialIn returns the credential word normalised name n contains, or
+// "".
 func credentialIn(n []byte) string {
 	// No word begins within credentialShift of the window's start: its
 	// first minCredentialWord bytes would hold the window's last two at an
@@ -329,7 +327,8 @@ func normalizeName(dst []byte, name string) []byte {
 	return dst
 }
 
-// asciiNorm and asciiKeep are normalizeName's rules for ASCII.
+// asciiNorm and asciiKeep are normalizeName's rules for ASCII: the byte it
+// writes, and whether it writes one.
 var asciiNorm, asciiKeep = func() (norm, keep [utf8.RuneSelf]byte) {
 	for c := range byte(utf8.RuneSelf) {
 		norm[c], keep[c] = c, 1
@@ -343,7 +342,6 @@ var asciiNorm, asciiKeep = func() (norm, keep [utf8.RuneSelf]byte) {
 	return norm, keep
 }()
 
-// asciiFold returns the lower-case ASCII letter that r case-folds to, or 0.
 func asciiFold(r rune) byte {
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 		if f < utf8.RuneSelf {
@@ -353,7 +351,7 @@ func asciiFold(r rune) byte {
 	return 0
 }
 
-// Byte classes for the single pass over string contents.
+// Byte classes of contentProblem's scan.
 const (
 	clB64     = 1 << iota // base64 or base64url alphabet, or '=' padding
 	clNewline             // line breaks inside wrapped base64 continue a run
@@ -382,9 +380,9 @@ var byteClass = func() (t [256]uint8) {
 var base64Magics = []string{"/9j/", "iVBORw0KGgo", "R0lGOD", "UklGR", "JVBERi0"}
 
 // stringProblem returns why s must not be stored, or "". It runs for every
-// string the fast path cannot clear and every string of the full path, so
-// a short string without any of guardMarkers is cleared with a few
-// strings.IndexByte calls, and only the rest gets contentProblem's scan.
+// string of the full path and every one the fast path cannot clear, so a
+// short string without guardMarkers is cleared with a few IndexByte calls
+// and only the rest gets contentProblem's scan.
 func stringProblem(s string) string {
 	if len(s) < minGuardedString {
 		return ""
@@ -398,10 +396,10 @@ func stringProblem(s string) string {
 	return contentProblem(s)
 }
 
-// contentProblem is stringProblem's rules but the header's: a single
-// table-driven byte scan, in which the few bytes that can start a marker
-// ('-' for PEM, 'v' for SDP, ';' for data URIs and cookies, 'b' for Bearer
-// and Basic) get a closer look where they stand.
+// contentProblem is stringProblem's rules but the header's in one byte
+// scan, in which the few bytes that can start a marker ('-' for PEM, 'v'
+// for SDP, ';' for data URIs and cookies, 'b' for Bearer and Basic) get a
+// closer look where they stand.
 func contentProblem(s string) string {
 	run, runStart := 0, 0
 	prev := uint8(0)
@@ -458,7 +456,6 @@ func contentProblem(s string) string {
 	return ""
 }
 
-// runProblem judges a base64 run of run characters at the start of s.
 func runProblem(s string, run int) string {
 	if run >= minBase64Run {
 		return fmt.Sprintf("contains a base64-like run of %d characters (binary payload)", run)
@@ -510,8 +507,7 @@ func headerProblem(s string) string {
 	}
 	t := strings.TrimLeft(s, " \t")
 	for _, h := range headerPrefixes {
-		// EqualFold on as many bytes as the ASCII prefix has: a match is
-		// ASCII throughout.
+		// As many bytes as the ASCII prefix: a match is ASCII throughout.
 		if len(t) >= len(h.prefix) && strings.EqualFold(t[:len(h.prefix)], h.prefix) {
 			return h.reason
 		}
@@ -519,7 +515,7 @@ func headerProblem(s string) string {
 	return ""
 }
 
-// isSetCookie reports a Set-Cookie value: name=value; Path=/; HttpOnly ...
+// isSetCookie reports a Set-Cookie value: name=value; Path=/; HttpOnly...
 func isSetCookie(s string) bool {
 	t := strings.TrimLeft(s, " \t")
 	semi := strings.IndexByte(t, ';')
@@ -630,8 +626,8 @@ var headerBits = func() (t [3][256]uint32) {
 	return t
 }()
 
-// mayBeHeader is false when headerProblem certainly finds nothing in s, a
-// string of at least three bytes.
+// mayBeHeader is false when headerProblem certainly finds nothing in s
+// (of three bytes or more).
 func mayBeHeader(s string) bool {
 	return headerBits[0][s[0]]&headerBits[1][s[1]]&headerBits[2][s[2]] != 0
 }
@@ -687,11 +683,9 @@ func hasMarker(s string) bool {
 // of guardMarkers. The JSON walk reads strings in document order, so a
 // marker is searched for again only once a string has begun past it, and
 // the document is scanned about once per marker. A string of
-// minGuardedString to minBase64Run bytes that stands in the document
-// without escapes (its bytes are the string's) is clean, stringProblem
-// certainly finding nothing in it, when no mark falls inside it and it
-// does not begin like a header (mayBeHeader): str works that out inline
-// for almost every string.
+// minGuardedString to minBase64Run bytes without escapes is clean,
+// stringProblem certainly finding nothing in it, when no mark falls inside
+// it and it does not begin like a header: str works that out inline.
 type guardMarks struct {
 	next int                  // the lowest of at, or -1 before the first update
 	at   [numGuardMarkers]int // len(d) when there is no further occurrence

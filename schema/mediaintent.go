@@ -272,8 +272,9 @@ func canonicalSchema(src []byte) (string, error) {
 	return string(b), err
 }
 
-// stripAnnotations removes annotations from schema s and every subschema
-// below it, leaving values of other keywords (enum, const, ...) alone.
+// stripAnnotations removes annotations from schema s and its subschemas
+// under the keywords mediaIntentFastSpec uses: under any other keyword,
+// annotations or not, the schema cannot equal it.
 func stripAnnotations(s any) {
 	m, ok := s.(map[string]any)
 	if !ok {
@@ -284,20 +285,12 @@ func stripAnnotations(s any) {
 	delete(m, "$comment")
 	for k, v := range m {
 		switch k {
-		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
-			if sub, ok := v.(map[string]any); ok {
-				for _, c := range sub {
-					stripAnnotations(c)
-				}
+		case "properties", "patternProperties", "$defs":
+			sub, _ := v.(map[string]any)
+			for _, c := range sub {
+				stripAnnotations(c)
 			}
-		case "allOf", "anyOf", "oneOf", "prefixItems":
-			if list, ok := v.([]any); ok {
-				for _, c := range list {
-					stripAnnotations(c)
-				}
-			}
-		case "not", "if", "then", "else", "items", "contains", "additionalProperties",
-			"propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems":
+		case "not", "if", "then":
 			stripAnnotations(v)
 		}
 	}

@@ -11,19 +11,10 @@ import (
 	"unsafe"
 )
 
-// This file is the package's one JSON reader: the grammar, UTF-8, escapes
-// decoded as encoding/json decodes them, the nesting limit and duplicate
-// names are written here once. Building ([decodeObject]) makes the values
-// the full path validates, with an *Error for anything the store may not
-// keep; checking (a [RawValidator] such as MediaIntentV1's AcceptRaw) is the
-// same walk building and allocating nothing, applying the guard as it goes,
-// and answers only "sure" or "not sure". FuzzDecodeMatchesEncodingJSON holds
-// the reader to encoding/json, FuzzFastPathSound checking to building.
-
-// walker reads one document. In check mode (build nil) d views the
-// caller's bytes without a copy and nothing derived from it outlives the
-// walk; in build mode d is the walker's own copy, so the values built may
-// share its memory.
+// walker is the package's one JSON reader (see "Fast path" in the package
+// comment). In check mode (build nil) d views the caller's bytes without a
+// copy and nothing derived from it outlives the walk; in build mode d is
+// the walker's own copy, so the values built may share its memory.
 type walker struct {
 	d     string
 	pos   int
@@ -39,7 +30,6 @@ type walker struct {
 	publish bool       // its role is "publish"
 }
 
-// builder is what build mode keeps besides the walk.
 type builder struct {
 	val  any    // what the last value call read
 	err  *Error // why the walk stopped
@@ -55,15 +45,14 @@ type member struct {
 	val any
 }
 
-// pathSeg is one step from the root to the value being read.
 type pathSeg struct {
 	key   string
 	index int // -1 for an object member
 }
 
-// jsonPath is the way to the value being read. A fixed array, not a chain
-// of stack frames: escape analysis cannot keep pointers passed around a
-// recursive call on the stack, and the path is wanted only for an error.
+// jsonPath is the way to the value being read: a fixed array rather than a
+// chain of stack frames, which escape analysis would move to the heap for
+// a path wanted only for an error.
 type jsonPath struct {
 	n    int
 	segs [maxDepth + 1]pathSeg
@@ -107,7 +96,6 @@ func decodeObject(doc []byte) (map[string]any, *Error) {
 	return obj, nil
 }
 
-// checker returns a check-mode walker over doc using s, which it resets.
 func checker(doc []byte, s *scratch, seed uint64) walker {
 	s.reset()
 	p := walker{d: unsafe.String(unsafe.SliceData(doc), len(doc)), buf: &s.buf, s: s, seed: seed}
@@ -129,8 +117,7 @@ func jsonKind(v any) string {
 	return "null"
 }
 
-// syntax stops the walk at p.pos for a JSON syntax error; it always
-// returns false.
+// syntax stops the walk for a syntax error at p.pos; it returns false.
 func (p *walker) syntax(what string) bool {
 	if p.build != nil {
 		if p.pos >= len(p.d) {
@@ -142,8 +129,8 @@ func (p *walker) syntax(what string) bool {
 	return false
 }
 
-// fail stops the walk for a rule broken at the current path; it always
-// returns false.
+// fail stops the walk for a rule broken at the current path; it returns
+// false.
 func (p *walker) fail(reason string) bool {
 	if b := p.build; b != nil {
 		b.err = b.path.fail(reason)
@@ -151,7 +138,6 @@ func (p *walker) fail(reason string) bool {
 	return false
 }
 
-// end insists that only white space follows the value just read.
 func (p *walker) end() bool {
 	p.skipSpace()
 	return p.pos == len(p.d) || p.syntax("data after the document")
@@ -165,8 +151,8 @@ func (p *walker) skipSpace() {
 
 var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
-// separator reads white space, c (':' or ',') and white space, and reports
-// whether it found c. Small enough to be inlined into the member loops.
+// separator reads c (':' or ',') between white space, reporting whether it
+// was there; small enough to be inlined into the member loops.
 func (p *walker) separator(c byte) bool {
 	p.skipSpace()
 	if p.pos < len(p.d) && p.d[p.pos] == c {
@@ -177,8 +163,6 @@ func (p *walker) separator(c byte) bool {
 	return false
 }
 
-// closing reads the byte that ends a container where separator found no
-// ','.
 func (p *walker) closing(c byte, what string) bool {
 	if p.pos >= len(p.d) {
 		return p.syntax("")
@@ -190,9 +174,8 @@ func (p *walker) closing(c byte, what string) bool {
 	return true
 }
 
-// value reads the value at p.pos, which is not white space; depth is the
-// nesting level a container found here would have. Check mode applies the
-// guard to strings.
+// value reads the value at p.pos; depth is the nesting level a container
+// found here would have.
 func (p *walker) value(depth int) bool {
 	if p.pos >= len(p.d) {
 		return p.syntax("")
@@ -295,8 +278,7 @@ func (p *walker) object(depth int, paramNames bool) bool {
 }
 
 // object makes the map of the members from first on, which it takes off
-// the stack. A duplicate name shows as a map shorter than the members, and
-// then object returns false with the name on the path.
+// the stack; a duplicate name shows as a map shorter than the members.
 func (b *builder) object(first int) bool {
 	members := b.members[first:]
 	m := make(map[string]any, len(members))
@@ -346,7 +328,6 @@ func (p *walker) array(depth int) bool {
 	return true
 }
 
-// number reads the number at p.pos.
 func (p *walker) number() bool {
 	start := p.pos
 	if start >= len(p.d) {
@@ -376,24 +357,22 @@ func scanNumber(d string, i int) (end int, ok bool) {
 	switch {
 	case i < len(d) && d[i] == '0':
 		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+	case isDigit(d, i):
 		i = skipDigits(d, i)
 	default:
 		return i, false
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		if i++; !isDigit(d, i) {
 			return i, false
 		}
 		i = skipDigits(d, i)
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+		if i++; i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		if !isDigit(d, i) {
 			return i, false
 		}
 		i = skipDigits(d, i)
@@ -401,8 +380,10 @@ func scanNumber(d string, i int) (end int, ok bool) {
 	return i, true
 }
 
+func isDigit(d string, i int) bool { return i < len(d) && d[i] >= '0' && d[i] <= '9' }
+
 func skipDigits(d string, i int) int {
-	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+	for isDigit(d, i) {
 		i++
 	}
 	return i
@@ -544,7 +525,6 @@ func appendEscape(buf []byte, d string, pos int) (out []byte, next int, bad stri
 	return utf8.AppendRune(buf, r), pos, ""
 }
 
-// hex4 reads the four hex digits \u takes.
 func hex4(b string) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
