@@ -88,8 +88,7 @@ type cause struct {
 // says nothing about which field is wrong. Ties go to the smallest path, so
 // the answer does not depend on map iteration order inside the library.
 func (v *jsonSchemaValidator) pickCause(doc map[string]any, verr *jsonschema.ValidationError) cause {
-	var best cause
-	found := false
+	best := cause{depth: -1} // every tree has a leaf, which beats it
 	var visit func(e *jsonschema.ValidationError)
 	visit = func(e *jsonschema.ValidationError) {
 		_, isNames := e.ErrorKind.(*kind.PropertyNames)
@@ -100,15 +99,12 @@ func (v *jsonSchemaValidator) pickCause(doc map[string]any, verr *jsonschema.Val
 			return
 		}
 		c := v.describe(doc, e)
-		if !found || c.depth > best.depth ||
+		if c.depth > best.depth ||
 			c.depth == best.depth && (c.path < best.path || c.path == best.path && c.reason < best.reason) {
-			best, found = c, true
+			best = c
 		}
 	}
 	visit(verr)
-	if !found {
-		return cause{path: "$", reason: "does not match schema"}
-	}
 	return best
 }
 
@@ -133,11 +129,8 @@ func (v *jsonSchemaValidator) describe(doc map[string]any, e *jsonschema.Validat
 		}
 	case *kind.PropertyNames:
 		member, reason = k.Property, "invalid field name"
-		for _, c := range e.Causes {
-			if p, ok := firstPattern(c); ok {
-				reason = "field name does not match " + p
-				break
-			}
+		if p, ok := firstPattern(e); ok {
+			reason = "field name does not match " + p
 		}
 	case *kind.Enum:
 		want := make([]string, len(k.Want))

@@ -167,8 +167,9 @@ func (mediaIntent) AcceptRaw(doc []byte) bool {
 	return ok
 }
 
-// topObject reads the document's object; a loop of its own rather than
-// a mode of object, which costs the whole walk some 5%.
+// topObject reads the document's object, its members by this schema's
+// rules. A loop of its own rather than a mode of object, which would cost
+// the whole walk some 5%.
 func (p *walker) topObject() bool {
 	if p.pos >= len(p.d) || p.d[p.pos] != '{' {
 		return false
@@ -180,46 +181,52 @@ func (p *walker) topObject() bool {
 			return false // includes {}, which lacks required members
 		}
 		k, _, ok := p.str()
-		if !ok || !p.separator(':') || !p.topMember(k) {
+		f := topField(k)
+		if !ok || f < 0 || p.seen&(1<<f) != 0 || !p.separator(':') {
 			return false
+		}
+		p.seen |= 1 << f
+		switch f {
+		case fRole, fMediaKind, fRecordingMode:
+			// An enum value needs no guard (newFastPath).
+			if p.pos >= len(p.d) || p.d[p.pos] != '"' {
+				return false
+			}
+			v, _, ok := p.str()
+			switch f {
+			case fRole:
+				p.publish = v == "publish"
+				ok = ok && (p.publish || v == "subscribe")
+			case fMediaKind:
+				ok = ok && (v == "video" || v == "audio")
+			default:
+				ok = ok && (v == "inherit" || v == "disabled" || v == "required")
+			}
+			if !ok {
+				return false
+			}
+		case fDesired:
+			if !p.literal("true", nil) && !p.literal("false", nil) {
+				return false
+			}
+		case fSourceID, fVariantID, fOutputProfile:
+			if !p.identifier() {
+				return false
+			}
+		case fPriority:
+			if !p.priority() {
+				return false
+			}
+		case fParameters:
+			if p.pos >= len(p.d) || p.d[p.pos] != '{' || !p.object(2, true) {
+				return false
+			}
 		}
 		if more = p.separator(','); !more && !p.closing('}', "") {
 			return false
 		}
 	}
 	return true
-}
-
-// topMember checks the top-level member named k, whose value is at p.pos.
-func (p *walker) topMember(k string) bool {
-	f := topField(k)
-	if f < 0 || p.seen&(1<<f) != 0 {
-		return false
-	}
-	p.seen |= 1 << f
-	switch f {
-	case fRole, fMediaKind, fRecordingMode:
-		// An enum value needs no guard (newFastPath).
-		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
-			return false
-		}
-		v, _, ok := p.str()
-		switch f {
-		case fRole:
-			p.publish = v == "publish"
-			return ok && (p.publish || v == "subscribe")
-		case fMediaKind:
-			return ok && (v == "video" || v == "audio")
-		}
-		return ok && (v == "inherit" || v == "disabled" || v == "required")
-	case fDesired:
-		return p.literal("true", nil) || p.literal("false", nil)
-	case fSourceID, fVariantID, fOutputProfile:
-		return p.identifier()
-	case fPriority:
-		return p.priority()
-	}
-	return p.pos < len(p.d) && p.d[p.pos] == '{' && p.object(2, true) // fParameters
 }
 
 // identifier checks the string value at p.pos against the schema's

@@ -123,11 +123,10 @@ func (r *Registry) Validate(name string, doc []byte) error {
 // its verdicts' reasons and the oracle any fast path is tested against.
 func validateFull(name string, v Validator, doc []byte) error {
 	obj, err := decodeObject(doc)
-	if err != nil {
-		err.Schema = name
-		return err
+	if err == nil {
+		err = guard(obj)
 	}
-	if err := guard(obj); err != nil {
+	if err != nil {
 		err.Schema = name
 		return err
 	}

@@ -407,8 +407,7 @@ var plainByte = func() (t [256]bool) {
 func (p *walker) str() (s string, clean, ok bool) {
 	d := p.d
 	i := p.pos + 1 // opening quote
-	start := i
-	escaped := false
+	start := i     // negated once an escape is met, rather than a flag more in the loop
 	for {
 		// Eight bytes at a time up to the first that is not plainByte:
 		// most of a document is string contents, and most string contents
@@ -432,8 +431,8 @@ func (p *walker) str() (s string, clean, ok bool) {
 		switch {
 		case c == '"':
 			p.pos = i + 1
-			if escaped {
-				return p.unescape(d[start:i]), false, true
+			if start < 0 {
+				return p.unescape(d[-start:i]), false, true
 			}
 			s = d[start:i]
 			if p.build != nil || len(s) < minGuardedString {
@@ -450,7 +449,9 @@ func (p *walker) str() (s string, clean, ok bool) {
 				p.pos = i
 				return "", false, p.syntax(bad)
 			}
-			escaped = true
+			if start > 0 {
+				start = -start
+			}
 		case c < 0x20:
 			p.pos = i
 			return "", false, p.syntax("control character in string")
