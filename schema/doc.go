@@ -100,7 +100,7 @@
 //
 //   - The fast path only ever accepts what the full path accepts, so the
 //     guarantees above do not depend on which path ran.
-//     Code: mediaIntent.AcceptRaw, walker.topMember, walker.object, walker.str.
+//     Code: mediaIntent.AcceptRaw, walker.topObject, walker.object, walker.str.
 //     Tests: FuzzFastPathSound, TestFastPathRejects, TestFastPathNamesEveryLength,
 //     TestStrCleanImpliesNoProblem, FuzzGuardFilters.
 //   - Anything the fast path is not sure about (every rejection, and rare
