@@ -24,6 +24,11 @@
 //     recording mode and no transient identifiers (source-session IDs, RTP
 //     MIDs) can be stored.
 //
+// The guard is a heuristic. It errs towards rejecting: a harmless field such
+// as "tokens_per_second" is refused because its name contains "token". That
+// is deliberate; a state store is the wrong place for secrets, and a rename
+// is cheap, whereas a leaked credential replicated to every watcher is not.
+//
 // # keeppeek.media-intent.v1
 //
 // [MediaIntentV1] is the standard orchestration document: an intent to
@@ -77,34 +82,37 @@
 //
 // # Fast path
 //
-// Validate has two paths over one JSON reader. The package reads JSON in
-// exactly one place, a walk over the document's bytes that knows the
-// grammar, UTF-8, escapes, the nesting limit and duplicate names, and that
-// either builds Go values or, allocating nothing, only checks. The full
-// path has it build the values, runs [Guard] over them and then the
-// schema's validator (for [MediaIntentV1], a JSON Schema run by
-// santhosh-tekuri/jsonschema plus a Go rule); it costs tens of
-// microseconds and hundreds of allocations, too much for the store's write
-// path. So a validator may also be a [RawValidator]: an accept-only fast
-// path that answers "accepted" or "not sure". MediaIntentV1 has one, which
-// has the walk check the document, applying the guard's own rules to every
-// member name and string and the schema's rules to the top-level members,
-// and takes a few microseconds. Invariants:
+// Validate has two paths over one JSON reader, a walk over the document's
+// bytes that knows the grammar, UTF-8, escapes, the nesting limit and
+// duplicate names, and that either builds Go values or, allocating
+// nothing, only checks. The full path has it build the values, runs [Guard]
+// over them and then the schema's validator (for [MediaIntentV1], a JSON
+// Schema run by santhosh-tekuri/jsonschema plus a Go rule); it costs tens
+// of microseconds and hundreds of allocations, too much for the store's
+// write path. So a validator may also be a [RawValidator]: an accept-only
+// fast path that answers "accepted" or "not sure". MediaIntentV1 has one,
+// which has the walk check the document, applying the guard's own functions
+// to every member name and string and the schema's rules, with the very
+// pattern functions the JSON Schema library is given, to the top-level
+// members; it takes a few microseconds.
 //
-//   - the fast path only ever accepts what the full path accepts (soundness;
-//     FuzzFastPathSound holds it to that), so the guarantees above do not
-//     depend on which path ran;
-//   - anything the fast path is not sure about — every rejection, and rare
-//     spellings such as a priority of 1e2 — goes through the full path, which
-//     alone writes error messages, so messages are the same either way;
-//   - the full path, and for MediaIntentV1 the JSON Schema document in
+// # Invariants
+//
+//   - The fast path only ever accepts what the full path accepts, so the
+//     guarantees above do not depend on which path ran.
+//     Code: mediaIntent.AcceptRaw, walker.topObject, walker.object, walker.str.
+//     Tests: FuzzFastPathSound, TestFastPathRejects, TestFastPathNamesEveryLength,
+//     TestStrCleanImpliesNoProblem, FuzzGuardFilters.
+//   - Anything the fast path is not sure about (every rejection, and rare
+//     spellings such as a priority of 1e2) goes through the full path, which
+//     alone writes error messages, so they are the same either way.
+//     Code: Registry.Validate, validateFull, RawValidator.
+//     Tests: TestValidateAnswersAsFullPath, TestRejectsFixtures.
+//   - The full path, and for MediaIntentV1 the JSON Schema document in
 //     media-intent.v1.json, stays the specification: the fast path's rules
 //     are written from it, and it switches itself off if that document
-//     changes in anything but annotations, until its rules are brought up to
-//     date.
-//
-// The guard is a heuristic. It errs towards rejecting: a harmless field such
-// as "tokens_per_second" is refused because its name contains "token". That
-// is deliberate; a state store is the wrong place for secrets, and a rename
-// is cheap, whereas a leaked credential replicated to every watcher is not.
+//     changes in anything but annotations, until its rules and
+//     mediaIntentFastSpec are brought up to date.
+//     Code: newFastPath, canonicalSchema, mediaIntentFastSpec, fastPath.enabledReason.
+//     Tests: TestFastPathFollowsSchema, TestFastPathEnabled.
 package schema

@@ -27,6 +27,7 @@ func packageDoc(t *testing.T) string {
 // TestDocExampleIsTestdata holds the media-intent.v1 example in the package
 // documentation to the testdata file it names, and both to Validate.
 func TestDocExampleIsTestdata(t *testing.T) {
+	t.Parallel()
 	text := packageDoc(t)
 	const intro = "testdata/accept/spec-example.json"
 	_, rest, ok := strings.Cut(text, intro)
@@ -57,6 +58,7 @@ func TestDocExampleIsTestdata(t *testing.T) {
 // TestDocFieldTableMatchesSchema holds the field table in the package
 // documentation to the JSON Schema's properties and required list.
 func TestDocFieldTableMatchesSchema(t *testing.T) {
+	t.Parallel()
 	var js struct {
 		Properties map[string]any `json:"properties"`
 		Required   []string       `json:"required"`

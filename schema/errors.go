@@ -1,9 +1,6 @@
 package schema
 
-import (
-	"errors"
-	"strings"
-)
+import "errors"
 
 // ErrInvalid is matched by every [*Error], so a caller can map every
 // rejection to one error code without inspecting the reason.
@@ -36,17 +33,10 @@ type Error struct {
 // Error formats as "schema <name>: <path>: <reason>", leaving out the schema
 // part when no schema was involved.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.Grow(len(e.Schema) + len(e.Path) + len(e.Reason) + 11)
-	if e.Schema != "" {
-		b.WriteString("schema ")
-		b.WriteString(e.Schema)
-		b.WriteString(": ")
+	if e.Schema == "" {
+		return e.Path + ": " + e.Reason
 	}
-	b.WriteString(e.Path)
-	b.WriteString(": ")
-	b.WriteString(e.Reason)
-	return b.String()
+	return "schema " + e.Schema + ": " + e.Path + ": " + e.Reason
 }
 
 // Unwrap exposes the underlying cause, notably ErrUnknownSchema.

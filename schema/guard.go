@@ -15,7 +15,6 @@ import (
 // attempt to make every reader recurse.
 const maxDepth = 32
 
-// tooDeep is the reason given for a document nested deeper than maxDepth.
 var tooDeep = fmt.Sprintf("nesting deeper than %d", maxDepth)
 
 // minBase64Run is the length from which a run of base64 characters counts as
@@ -45,89 +44,58 @@ func Guard(doc any) error {
 }
 
 func guard(doc any) *Error {
-	var w valueWalker
-	if err := w.value(doc, 1); err != nil {
-		// Map order is random; walk again in sorted order so that a
-		// document with several problems always gets the same answer.
-		w = valueWalker{sorted: true}
-		return w.value(doc, 1)
+	var p jsonPath
+	return guardValue(&p, doc)
+}
+
+func guardValue(p *jsonPath, v any) *Error {
+	switch v.(type) {
+	case map[string]any, []any:
+		if p.n >= maxDepth {
+			return p.fail(tooDeep)
+		}
 	}
-	return nil
-}
-
-// pathSeg is one step from the root to the value being checked.
-type pathSeg struct {
-	key   string
-	index int // -1 for an object member
-}
-
-// valueWalker applies the guard to decoded values. It keeps the current path in a fixed array rather than a linked chain
-// of stack frames: escape analysis cannot keep pointers passed around a
-// recursive call on the stack, and the path is needed only when something is
-// rejected.
-type valueWalker struct {
-	sorted bool
-	depth  int
-	path   [maxDepth + 1]pathSeg
-}
-
-func (w *valueWalker) value(v any, depth int) *Error {
 	switch v := v.(type) {
 	case map[string]any:
-		if depth > maxDepth {
-			return w.fail(tooDeep)
-		}
-		if w.sorted {
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				if err := w.member(k, v[k], depth); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+		// Map order is random: of the offending members, report the least
+		// name, which no member past it can displace.
+		var first *Error
+		var firstKey string
 		for k, child := range v {
-			if err := w.member(k, child, depth); err != nil {
-				return err
+			if first != nil && k > firstKey {
+				continue
+			}
+			p.push(k, -1)
+			var err *Error
+			if reason := memberNameProblem(k); reason != "" {
+				err = p.fail(reason)
+			} else {
+				err = guardValue(p, child)
+			}
+			p.n--
+			if err != nil {
+				first, firstKey = err, k
 			}
 		}
+		return first
 	case []any:
-		if depth > maxDepth {
-			return w.fail(tooDeep)
-		}
 		for i, child := range v {
-			w.path[w.depth] = pathSeg{index: i}
-			w.depth++
-			err := w.value(child, depth+1)
-			w.depth--
+			p.push("", i)
+			err := guardValue(p, child)
+			p.n--
 			if err != nil {
 				return err
 			}
 		}
 	case string:
 		if reason := stringProblem(v); reason != "" {
-			return w.fail("value " + reason)
+			return p.fail("value " + reason)
 		}
 	case json.Number, float64, bool, nil:
 	default:
-		return w.fail(fmt.Sprintf("%T is not a JSON value", v))
+		return p.fail(fmt.Sprintf("%T is not a JSON value", v))
 	}
 	return nil
-}
-
-func (w *valueWalker) member(k string, child any, depth int) *Error {
-	w.path[w.depth] = pathSeg{key: k, index: -1}
-	w.depth++
-	if reason := memberNameProblem(k); reason != "" {
-		return w.fail(reason)
-	}
-	err := w.value(child, depth+1)
-	w.depth--
-	return err
 }
 
 // memberNameProblem is the guard's rule for a member name: not named like a
@@ -143,8 +111,7 @@ func memberNameProblem(k string) string {
 	return ""
 }
 
-// nameClean is memberNameProblem(k) == "" for the JSON walk, where clean is
-// str's verdict on k.
+// nameClean is memberNameProblem(k) == "" given str's verdict on k.
 func nameClean(k string, clean bool) bool {
 	return credentialWord(k) == "" && (clean || stringProblem(k) == "")
 }
@@ -164,11 +131,6 @@ func paramNameClean(k string, clean bool) bool {
 	return credentialIn(norm[:n]) == "" && (clean || stringProblem(k) == "")
 }
 
-func (w *valueWalker) fail(reason string) *Error {
-	return &Error{Path: segsPath(w.path[:w.depth]), Reason: reason}
-}
-
-// segsPath renders a path as a JSON path.
 func segsPath(segs []pathSeg) string {
 	var b strings.Builder
 	b.WriteByte('$')
@@ -208,10 +170,9 @@ func isPlainKey(key string) bool {
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
-		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9' {
-			continue
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			return false
 		}
-		return false
 	}
 	return true
 }
@@ -220,7 +181,7 @@ func isPlainKey(key string) bool {
 // case, separators removed), indexed by first byte so a name is scanned
 // once. Substring matching is what catches "x_api_key", "refresh_token" and
 // "session_secret"; the price is false positives such as
-// "tokens_per_second", which is accepted (see the package comment).
+// "tokens_per_second", which is refused (see the package comment).
 var credentialWords = [256][]string{
 	'a': {"apikey", "accesskey", "authorization", "authheader", "authtoken"},
 	'b': {"bearer"},
@@ -230,7 +191,8 @@ var credentialWords = [256][]string{
 	't': {"token"},
 }
 
-// minCredentialWord is the length of the shortest credentialWords entry.
+// minCredentialWord is the length of the shortest credentialWords entry
+// (a shorter one makes credentialShift's set-up panic).
 const minCredentialWord = 5
 
 // credentialSuffixes are matched only at the end of a normalised name:
@@ -252,9 +214,6 @@ var credentialSym, credentialShift = func() (sym [256]uint8, shift [32 * 32]uint
 	next := uint8(1)
 	for _, words := range credentialWords {
 		for _, w := range words {
-			if len(w) < m {
-				panic("schema: credential word " + w + " is shorter than minCredentialWord")
-			}
 			for i := 0; i < len(w); i++ {
 				if sym[w[i]] == 0 {
 					if next == 32 {
@@ -279,14 +238,23 @@ var credentialSym, credentialShift = func() (sym [256]uint8, shift [32 * 32]uint
 	return sym, shift
 }()
 
-// credentialWord returns the credential word name contains, or "".
+// credentialLast marks the last bytes of credentialSuffixes and
+// credentialNames: most names end in none of them, and then neither list
+// needs a look.
+var credentialLast = func() (t [256]bool) {
+	for _, w := range slices.Concat(credentialSuffixes, credentialNames) {
+		t[w[len(w)-1]] = true
+	}
+	return t
+}()
+
 func credentialWord(name string) string {
 	var buf [64]byte
 	return credentialIn(normalizeName(buf[:0], name))
 }
 
-// credentialIn is credentialWord for a name already normalised
-// (normalizeName).
+// credentialIn returns the credential word normalised name n contains, or
+// "".
 func credentialIn(n []byte) string {
 	// No word begins within credentialShift of the window's start: its
 	// first minCredentialWord bytes would hold the window's last two at an
@@ -310,7 +278,7 @@ func credentialIn(n []byte) string {
 		return ""
 	}
 	for _, w := range credentialSuffixes {
-		if len(n) >= len(w) && n[len(n)-1] == w[len(w)-1] && string(n[len(n)-len(w):]) == w {
+		if len(n) >= len(w) && string(n[len(n)-len(w):]) == w {
 			return w
 		}
 	}
@@ -322,19 +290,6 @@ func credentialIn(n []byte) string {
 	return ""
 }
 
-// credentialLast marks the last bytes of credentialSuffixes and
-// credentialNames: most names end in none of them, and then neither list
-// needs a look.
-var credentialLast = func() (t [256]bool) {
-	for _, w := range append(slices.Clone(credentialSuffixes), credentialNames...) {
-		if w == "" {
-			panic("schema: empty credential suffix or name")
-		}
-		t[w[len(w)-1]] = true
-	}
-	return t
-}()
-
 // normalizeName lower-cases name and drops the separators people put
 // between words, so "Api-Key", "api_key" and "API.KEY" all read "apikey".
 // Non-ASCII letters are case-folded to their ASCII counterpart where one
@@ -342,9 +297,8 @@ var credentialLast = func() (t [256]bool) {
 // slip past.
 func normalizeName(dst []byte, name string) []byte {
 	if len(name) <= cap(dst)-len(dst) {
-		// Room for all of name: ASCII goes through a table, without a
-		// branch or a capacity check per byte; bytes dropped are written
-		// and then overwritten.
+		// Room for all of name: ASCII without a branch or a capacity check
+		// per byte; bytes dropped are written and then overwritten.
 		out, n := dst[:cap(dst)], len(dst)
 		i := 0
 		for ; i < len(name) && name[i] < utf8.RuneSelf; i++ {
@@ -355,16 +309,11 @@ func normalizeName(dst []byte, name string) []byte {
 		dst, name = out[:n], name[i:]
 	}
 	for i := 0; i < len(name); {
-		c := name[i]
-		if c < utf8.RuneSelf {
-			i++
-			switch {
-			case c >= 'A' && c <= 'Z':
-				c += 'a' - 'A'
-			case c == '_' || c == '-' || c == '.' || c == ' ':
-				continue
+		if c := name[i]; c < utf8.RuneSelf {
+			if asciiKeep[c] != 0 {
+				dst = append(dst, asciiNorm[c])
 			}
-			dst = append(dst, c)
+			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(name[i:])
@@ -378,7 +327,8 @@ func normalizeName(dst []byte, name string) []byte {
 	return dst
 }
 
-// asciiNorm and asciiKeep are normalizeName's ASCII rules as tables.
+// asciiNorm and asciiKeep are normalizeName's rules for ASCII: the byte it
+// writes, and whether it writes one.
 var asciiNorm, asciiKeep = func() (norm, keep [utf8.RuneSelf]byte) {
 	for c := range byte(utf8.RuneSelf) {
 		norm[c], keep[c] = c, 1
@@ -392,7 +342,6 @@ var asciiNorm, asciiKeep = func() (norm, keep [utf8.RuneSelf]byte) {
 	return norm, keep
 }()
 
-// asciiFold returns the lower-case ASCII letter that r case-folds to, or 0.
 func asciiFold(r rune) byte {
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 		if f < utf8.RuneSelf {
@@ -402,7 +351,7 @@ func asciiFold(r rune) byte {
 	return 0
 }
 
-// Byte classes for the single pass over string contents.
+// Byte classes of contentProblem's scan.
 const (
 	clB64     = 1 << iota // base64 or base64url alphabet, or '=' padding
 	clNewline             // line breaks inside wrapped base64 continue a run
@@ -411,18 +360,15 @@ const (
 )
 
 var byteClass = func() (t [256]uint8) {
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] |= clB64 | clAlnum
-		t[c+'a'-'A'] |= clB64 | clAlnum
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] |= clB64 | clAlnum
+	for c := 0; c < 256; c++ {
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			t[c] = clB64 | clAlnum
+		}
 	}
 	for _, c := range "+/-_=" {
 		t[c] |= clB64
 	}
-	t['\n'] |= clNewline
-	t['\r'] |= clNewline
+	t['\n'], t['\r'] = clNewline, clNewline
 	for _, c := range "-v;bB" {
 		t[c] |= clSpecial
 	}
@@ -434,9 +380,9 @@ var byteClass = func() (t [256]uint8) {
 var base64Magics = []string{"/9j/", "iVBORw0KGgo", "R0lGOD", "UklGR", "JVBERi0"}
 
 // stringProblem returns why s must not be stored, or "". It runs for every
-// string the fast path cannot clear and every string of the full path, so
-// a short string without any of guardMarkers is cleared with a few
-// strings.IndexByte calls, and only the rest gets contentProblem's scan.
+// string of the full path and every one the fast path cannot clear, so a
+// short string without guardMarkers is cleared with a few IndexByte calls
+// and only the rest gets contentProblem's scan.
 func stringProblem(s string) string {
 	if len(s) < minGuardedString {
 		return ""
@@ -450,17 +396,19 @@ func stringProblem(s string) string {
 	return contentProblem(s)
 }
 
-// contentProblem is stringProblem's rules but the header's: a single
-// table-driven byte scan, in which the few bytes that can start a marker
-// ('-' for PEM, 'v' for SDP, ';' for data URIs and cookies, 'b' for Bearer
-// and Basic) get a closer look where they stand.
+// contentProblem is stringProblem's rules but the header's in one byte
+// scan, in which the few bytes that can start a marker ('-' for PEM, 'v'
+// for SDP, ';' for data URIs and cookies, 'b' for Bearer and Basic) get a
+// closer look where they stand.
 func contentProblem(s string) string {
 	run, runStart := 0, 0
 	prev := uint8(0)
 	sawSemicolon := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		cl := byteClass[c]
+	for i := 0; i <= len(s); i++ {
+		c, cl := byte(0), uint8(0) // past the end: a byte that ends the run
+		if i < len(s) {
+			c, cl = s[i], byteClass[s[i]]
+		}
 		if cl&clSpecial != 0 {
 			switch c {
 			case '-':
@@ -494,7 +442,7 @@ func contentProblem(s string) string {
 			// Wrapped base64 (MIME, PEM bodies) stays one run.
 		default:
 			if run >= minMagicRun {
-				if r := runProblem(s, runStart, run); r != "" {
+				if r := runProblem(s[runStart:], run); r != "" {
 					return r
 				}
 			}
@@ -502,26 +450,19 @@ func contentProblem(s string) string {
 		}
 		prev = cl
 	}
-	if run >= minMagicRun {
-		if r := runProblem(s, runStart, run); r != "" {
-			return r
-		}
-	}
 	if sawSemicolon && isSetCookie(s) {
 		return cookieValue
 	}
 	return ""
 }
 
-func runProblem(s string, start, run int) string {
+func runProblem(s string, run int) string {
 	if run >= minBase64Run {
 		return fmt.Sprintf("contains a base64-like run of %d characters (binary payload)", run)
 	}
-	if run >= minMagicRun {
-		for _, m := range base64Magics {
-			if strings.HasPrefix(s[start:], m) {
-				return "contains base64-encoded image or file data"
-			}
+	for _, m := range base64Magics {
+		if strings.HasPrefix(s, m) {
+			return "contains base64-encoded image or file data"
 		}
 	}
 	return ""
@@ -544,15 +485,12 @@ func hasSDPLine(rest string) bool {
 }
 
 // headerPrefixes mark a whole HTTP header line, or a cookie whose name says
-// it carries a session. Indexed by the lower-cased first byte so ordinary
-// strings cost one table look-up.
-var headerPrefixes = [256][]struct{ prefix, reason string }{
-	'a': {{"authorization:", authHeader}, {"asp.net_sessionid=", cookieValue}},
-	'p': {{"proxy-authorization:", authHeader}, {"phpsessid=", cookieValue}},
-	'c': {{"cookie:", cookieValue}, {"connect.sid=", cookieValue}},
-	's': {{"set-cookie:", cookieValue}},
-	'j': {{"jsessionid=", cookieValue}},
-	'_': {{"__secure-", cookieValue}, {"__host-", cookieValue}},
+// it carries a session, compared in any ASCII case after spaces and tabs.
+var headerPrefixes = []struct{ prefix, reason string }{
+	{"authorization:", authHeader}, {"proxy-authorization:", authHeader},
+	{"cookie:", cookieValue}, {"set-cookie:", cookieValue},
+	{"asp.net_sessionid=", cookieValue}, {"phpsessid=", cookieValue}, {"connect.sid=", cookieValue},
+	{"jsessionid=", cookieValue}, {"__secure-", cookieValue}, {"__host-", cookieValue},
 }
 
 const (
@@ -567,27 +505,17 @@ func headerProblem(s string) string {
 	if len(s) < 3 || !mayBeHeader(s) {
 		return ""
 	}
-	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	if i == len(s) {
-		return ""
-	}
-	t := s[i:]
-	first := t[0]
-	if first >= 'A' && first <= 'Z' {
-		first += 'a' - 'A'
-	}
-	for _, p := range headerPrefixes[first] {
-		if len(t) >= len(p.prefix) && strings.EqualFold(t[:len(p.prefix)], p.prefix) {
-			return p.reason
+	t := strings.TrimLeft(s, " \t")
+	for _, h := range headerPrefixes {
+		// As many bytes as the ASCII prefix: a match is ASCII throughout.
+		if len(t) >= len(h.prefix) && strings.EqualFold(t[:len(h.prefix)], h.prefix) {
+			return h.reason
 		}
 	}
 	return ""
 }
 
-// isSetCookie reports a Set-Cookie value: name=value; Path=/; HttpOnly ...
+// isSetCookie reports a Set-Cookie value: name=value; Path=/; HttpOnly...
 func isSetCookie(s string) bool {
 	t := strings.TrimLeft(s, " \t")
 	semi := strings.IndexByte(t, ';')
@@ -658,7 +586,7 @@ scan:
 	if n < 8 || !machine {
 		return ""
 	}
-	if n < len(s) && s[n] != ' ' && s[n] != '\t' && s[n] != ',' && s[n] != ';' && s[n] != '"' && s[n] != '\'' && s[n] != '\r' && s[n] != '\n' {
+	if n < len(s) && strings.IndexByte(" \t,;\"'\r\n", s[n]) < 0 {
 		return "" // part of a longer word, not a credential
 	}
 	if basic {
@@ -674,49 +602,34 @@ scan:
 // its shortest pattern is seven bytes.
 const minGuardedString = 7
 
-// headerFirst, headerSecond and headerThird have a bit for each prefix
-// that headerProblem compares the start of a string with, after spaces and
-// tabs (headerPrefixes): a string may match only if the bits of its first
-// three bytes meet, which rules out almost every string with three table
-// look-ups. EqualFold compares as many bytes of the string as the ASCII
-// prefix has, so a match is ASCII throughout and ASCII case is all that
-// folds. Derived from headerPrefixes, the tables cannot drift apart from
-// it.
-var headerFirst, headerSecond, headerThird = func() (first, second, third [256]uint32) {
-	const anything = 1 // after leading white space anything may follow
-	first[' '], first['\t'] = anything, anything
-	for c := range second {
-		second[c], third[c] = anything, anything
+// headerBits[i] has a bit for each of headerPrefixes whose byte i is c in
+// either case, the lowest bit for any byte after a leading space or tab:
+// a string may match a prefix only if the bits of its first three bytes
+// meet (mayBeHeader), which rules out almost every string with three table
+// look-ups.
+var headerBits = func() (t [3][256]uint32) {
+	t[0][' '], t[0]['\t'] = 1, 1
+	for c := range 256 {
+		t[1][c], t[2][c] = 1, 1
 	}
-	bit := uint32(anything)
-	for lower, prefixes := range headerPrefixes {
-		for _, p := range prefixes {
-			if bit <<= 1; bit == 0 || len(p.prefix) < 3 {
-				panic("schema: header prefix " + p.prefix + " does not fit headerFirst")
-			}
-			for _, c := range asciiCases(byte(lower)) {
-				first[c] |= bit
-			}
-			for _, c := range asciiCases(p.prefix[1]) {
-				second[c] |= bit
-			}
-			for _, c := range asciiCases(p.prefix[2]) {
-				third[c] |= bit
-			}
+	for k, h := range headerPrefixes {
+		bit := uint32(2) << k
+		if bit == 0 {
+			panic("schema: too many header prefixes for headerBits")
+		}
+		for i := range t {
+			c := h.prefix[i]
+			t[i][c] |= bit
+			t[i][unicode.ToUpper(rune(c))] |= bit
 		}
 	}
-	return first, second, third
+	return t
 }()
 
-// asciiCases returns c and, for an ASCII letter, its other case.
-func asciiCases(c byte) []byte {
-	switch {
-	case c >= 'a' && c <= 'z':
-		return []byte{c, c - 'a' + 'A'}
-	case c >= 'A' && c <= 'Z':
-		return []byte{c, c - 'A' + 'a'}
-	}
-	return []byte{c}
+// mayBeHeader is false when headerProblem certainly finds nothing in s
+// (of three bytes or more).
+func mayBeHeader(s string) bool {
+	return headerBits[0][s[0]]&headerBits[1][s[1]]&headerBits[2][s[2]] != 0
 }
 
 // guardMarkers are the bytes without which contentProblem finds nothing in
@@ -770,11 +683,9 @@ func hasMarker(s string) bool {
 // of guardMarkers. The JSON walk reads strings in document order, so a
 // marker is searched for again only once a string has begun past it, and
 // the document is scanned about once per marker. A string of
-// minGuardedString to minBase64Run bytes that stands in the document
-// without escapes (its bytes are the string's) is clean, stringProblem
-// certainly finding nothing in it, when no mark falls inside it and it
-// does not begin like a header (mayBeHeader): str works that out inline
-// for almost every string.
+// minGuardedString to minBase64Run bytes without escapes is clean,
+// stringProblem certainly finding nothing in it, when no mark falls inside
+// it and it does not begin like a header: str works that out inline.
 type guardMarks struct {
 	next int                  // the lowest of at, or -1 before the first update
 	at   [numGuardMarkers]int // len(d) when there is no further occurrence
@@ -796,7 +707,11 @@ func (m *guardMarks) update(d string, start int) {
 		if j < start {
 			kind := &guardMarkers[k]
 			for j = start; ; j++ {
-				j = indexFrom(d, j, kind.c)
+				if i := strings.IndexByte(d[j:], kind.c); i >= 0 {
+					j += i
+				} else {
+					j = len(d)
+				}
 				if j == len(d) || kind.around == nil || kind.around(d, j) {
 					break
 				}
@@ -806,20 +721,4 @@ func (m *guardMarks) update(d string, start int) {
 		next = min(next, j)
 	}
 	m.next = next
-}
-
-// mayBeHeader is false when headerProblem certainly finds nothing in s, a
-// string of at least three bytes: the start of every header prefix passes
-// the tables.
-func mayBeHeader(s string) bool {
-	return headerFirst[s[0]]&headerSecond[s[1]]&headerThird[s[2]] != 0
-}
-
-// indexFrom returns the position of the first c in d at or after from, or
-// len(d) when there is none.
-func indexFrom(d string, from int, c byte) int {
-	if j := strings.IndexByte(d[from:], c); j >= 0 {
-		return from + j
-	}
-	return len(d)
 }

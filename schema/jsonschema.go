@@ -88,8 +88,7 @@ type cause struct {
 // says nothing about which field is wrong. Ties go to the smallest path, so
 // the answer does not depend on map iteration order inside the library.
 func (v *jsonSchemaValidator) pickCause(doc map[string]any, verr *jsonschema.ValidationError) cause {
-	var best cause
-	found := false
+	best := cause{depth: -1} // every tree has a leaf, which beats it
 	var visit func(e *jsonschema.ValidationError)
 	visit = func(e *jsonschema.ValidationError) {
 		_, isNames := e.ErrorKind.(*kind.PropertyNames)
@@ -100,15 +99,12 @@ func (v *jsonSchemaValidator) pickCause(doc map[string]any, verr *jsonschema.Val
 			return
 		}
 		c := v.describe(doc, e)
-		if !found || c.depth > best.depth ||
+		if c.depth > best.depth ||
 			c.depth == best.depth && (c.path < best.path || c.path == best.path && c.reason < best.reason) {
-			best, found = c, true
+			best = c
 		}
 	}
 	visit(verr)
-	if !found {
-		return cause{path: "$", reason: "does not match schema"}
-	}
 	return best
 }
 
@@ -133,11 +129,8 @@ func (v *jsonSchemaValidator) describe(doc map[string]any, e *jsonschema.Validat
 		}
 	case *kind.PropertyNames:
 		member, reason = k.Property, "invalid field name"
-		for _, c := range e.Causes {
-			if p, ok := firstPattern(c); ok {
-				reason = "field name does not match " + p
-				break
-			}
+		if p, ok := firstPattern(e); ok {
+			reason = "field name does not match " + p
 		}
 	case *kind.Enum:
 		want := make([]string, len(k.Want))
@@ -203,92 +196,76 @@ func ratString(r *big.Rat) string {
 // walking doc alongside it because the library spells array indices and
 // member names alike.
 func instancePath(doc map[string]any, loc []string, member string) string {
-	var b strings.Builder
-	b.WriteByte('$')
+	segs := make([]pathSeg, 0, len(loc)+1)
 	var cur any = doc
 	for _, seg := range loc {
-		switch c := cur.(type) {
-		case []any:
-			b.WriteByte('[')
-			b.WriteString(seg)
-			b.WriteByte(']')
-			cur = nil
-			if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(c) {
-				cur = c[i]
+		if a, ok := cur.([]any); ok {
+			i, _ := strconv.Atoi(seg) // the library's own spelling of an index
+			segs, cur = append(segs, pathSeg{index: i}), nil
+			if i >= 0 && i < len(a) {
+				cur = a[i]
 			}
-		case map[string]any:
-			appendKey(&b, seg)
-			cur = c[seg]
-		default:
-			appendKey(&b, seg)
-			cur = nil
+			continue
 		}
+		m, _ := cur.(map[string]any)
+		segs, cur = append(segs, pathSeg{key: seg, index: -1}), m[seg]
 	}
 	if member != "" {
-		appendKey(&b, member)
+		segs = append(segs, pathSeg{key: member, index: -1})
 	}
-	return b.String()
+	return segsPath(segs)
 }
 
 // index walks the compiled schema graph once, recording what describe needs
 // to explain errors in the schema's own terms.
 func (v *jsonSchemaValidator) index(root *jsonschema.Schema) {
 	seen := make(map[*jsonschema.Schema]bool)
-	var walk func(s *jsonschema.Schema)
-	walk = func(s *jsonschema.Schema) {
-		if s == nil || seen[s] {
-			return
-		}
-		seen[s] = true
-		if closed, ok := s.AdditionalProperties.(bool); ok && !closed && len(s.PatternProperties) > 0 {
-			var pats []string
-			for re := range s.PatternProperties {
-				pats = append(pats, re.String())
-			}
-			slices.Sort(pats)
-			v.namePatterns[s.Location] = pats
-		}
-		if s.Not != nil && s.Not.Enum != nil {
-			var vals []string
-			for _, x := range s.Not.Enum.Values {
-				vals = append(vals, fmt.Sprintf("%q", x))
-			}
-			v.forbidden[s.Location] = vals
-		}
-		for _, c := range []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else,
-			s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema} {
-			walk(c)
-		}
-		if s.DynamicRef != nil {
-			walk(s.DynamicRef.Ref)
-		}
-		for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
-			for _, c := range list {
+	var walk func(x any)
+	walk = func(x any) {
+		switch s := x.(type) {
+		case []*jsonschema.Schema:
+			for _, c := range s {
 				walk(c)
 			}
-		}
-		for _, c := range s.Properties {
-			walk(c)
-		}
-		for _, c := range s.PatternProperties {
-			walk(c)
-		}
-		for _, c := range s.DependentSchemas {
-			walk(c)
-		}
-		for _, d := range s.Dependencies {
-			if c, ok := d.(*jsonschema.Schema); ok {
-				walk(c)
+		case *jsonschema.Schema:
+			if s == nil || seen[s] {
+				return
 			}
-		}
-		for _, x := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
-			switch x := x.(type) {
-			case *jsonschema.Schema:
-				walk(x)
-			case []*jsonschema.Schema:
-				for _, c := range x {
-					walk(c)
+			seen[s] = true
+			if closed, ok := s.AdditionalProperties.(bool); ok && !closed && len(s.PatternProperties) > 0 {
+				var pats []string
+				for re := range s.PatternProperties {
+					pats = append(pats, re.String())
 				}
+				slices.Sort(pats)
+				v.namePatterns[s.Location] = pats
+			}
+			if s.Not != nil && s.Not.Enum != nil {
+				var vals []string
+				for _, x := range s.Not.Enum.Values {
+					vals = append(vals, fmt.Sprintf("%q", x))
+				}
+				v.forbidden[s.Location] = vals
+			}
+			if s.DynamicRef != nil {
+				walk(s.DynamicRef.Ref)
+			}
+			for _, c := range []any{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else, s.PropertyNames,
+				s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema,
+				s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems, s.AdditionalProperties, s.AdditionalItems, s.Items} {
+				walk(c)
+			}
+			for _, c := range s.Properties {
+				walk(c)
+			}
+			for _, c := range s.PatternProperties {
+				walk(c)
+			}
+			for _, c := range s.DependentSchemas {
+				walk(c)
+			}
+			for _, d := range s.Dependencies {
+				walk(d)
 			}
 		}
 	}

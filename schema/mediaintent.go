@@ -26,7 +26,9 @@ var mediaIntentValidator = sync.OnceValue(func() Validator {
 // states it too (if/then), so the error says why recording_mode is needed
 // rather than only that it is missing: a publish intent without it would
 // become a zero-value StartPublication that KeepPeek rejects. It is also a
-// [RawValidator], whose rules follow.
+// [RawValidator]: one check-mode walk applies the reader's rules and the
+// guard to every byte and this schema's rules to the top-level members
+// (topMember).
 type mediaIntent struct{ schema Validator }
 
 func (m mediaIntent) Validate(doc map[string]any) error {
@@ -38,44 +40,18 @@ func (m mediaIntent) Validate(doc map[string]any) error {
 	return m.schema.Validate(doc)
 }
 
-// The fast path (see [RawValidator] and the package comment) checks a
-// MediaIntentV1 document in one check-mode walk (walk.go) that applies
-// the reader's rules and the guard to every byte, and the rules of
-// media-intent.v1.json plus the publish rule to the top-level members,
-// without building a value. Whenever it meets something it does not handle
-// it says "not sure" and the full path decides.
-//
-// Soundness (fast accepts ⇒ full path accepts) rests on three things:
-//   - the JSON rules are the reader's own, shared with decodeObject;
-//   - the content rules are the guard's own functions, and the schema's
-//     patterns the very functions the JSON Schema library runs
-//     (fastPatterns);
-//   - the schema rules were written from media-intent.v1.json, and the fast
-//     path switches itself off unless that document, annotations aside, is
-//     still exactly mediaIntentFastSpec.
-//
-// FuzzFastPathSound holds the fast path to the full path.
-
 // mediaIntentFastSpec is media-intent.v1.json as the fast path implements
 // it: annotations (title, description, $comment) removed, keys sorted. A
 // change to the schema turns the fast path off (TestFastPathEnabled fails)
 // until the rules below and this constant are brought up to date.
 const mediaIntentFastSpec = `{"$defs":{"identifier":{"maxLength":128,"minLength":1,"not":{"enum":[".",".."]},"pattern":"^[A-Za-z0-9._-]+$","type":"string"}},"$id":"https://keeppeek.invalid/schema/keeppeek.media-intent.v1","$schema":"https://json-schema.org/draft/2020-12/schema","additionalProperties":false,"if":{"properties":{"role":{"const":"publish"}},"required":["role"]},"properties":{"desired":{"type":"boolean"},"media_kind":{"enum":["video","audio"]},"output_profile":{"$ref":"#/$defs/identifier"},"parameters":{"additionalProperties":false,"patternProperties":{"^[a-z0-9-]+(\\.[a-zA-Z0-9_-]+)+$":true},"type":"object"},"priority":{"maximum":1000,"minimum":0,"type":"integer"},"recording_mode":{"enum":["inherit","disabled","required"]},"role":{"enum":["publish","subscribe"]},"source_id":{"$ref":"#/$defs/identifier"},"variant_id":{"$ref":"#/$defs/identifier"}},"required":["role","desired","source_id","media_kind"],"then":{"required":["recording_mode"]},"type":"object"}`
 
-// The schema's patterns, run through the same functions the library uses.
-const (
-	identifierPattern = `^[A-Za-z0-9._-]+$`
-	paramNamePattern  = `^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$`
-)
-
-// Limits of the identifier definition.
+// Limits of the identifier definition and of priority (whose minimum is 0).
 const (
 	identifierMinLen = 1
 	identifierMaxLen = 128
+	priorityMax      = 1000
 )
-
-// priorityMax is the priority maximum; its minimum is 0.
-const priorityMax = 1000
 
 // Top-level members, one bit each.
 const (
@@ -97,12 +73,19 @@ var topFieldNames = [numTopFields]string{
 	fRecordingMode: "recording_mode", fParameters: "parameters",
 }
 
+// topEnums are the values of the enum members; newFastPath checks once that
+// the guard passes all of them and every name of topFieldNames, so that
+// neither needs a look of the guard again.
+var topEnums = [numTopFields][]string{
+	fRole:          {"publish", "subscribe"},
+	fMediaKind:     {"video", "audio"},
+	fRecordingMode: {"inherit", "disabled", "required"},
+}
+
 const requiredFields = 1<<fRole | 1<<fDesired | 1<<fSourceID | 1<<fMediaKind
 
-// enumValues are every value the enums allow, so the guard need not look
-// at them again: newFastPath checks once that all of them pass it.
-var enumValues = []string{"publish", "subscribe", "video", "audio", "inherit", "disabled", "required"}
-
+// topField is the index in topFieldNames of k, or -1: a switch, which is
+// markedly faster than a search of the table for every member.
 func topField(k string) int {
 	switch k {
 	case "role":
@@ -129,7 +112,6 @@ func topField(k string) int {
 
 // fastPath holds what the fast path needs, set up once.
 type fastPath struct {
-	isIdentifier  func(string) bool
 	scratch       sync.Pool // *scratch
 	keySeed       uint64
 	enabledReason string // why the fast path is off, "" when on
@@ -144,10 +126,7 @@ var mediaIntentFast = sync.OnceValue(func() *fastPath {
 // schema the fast path implements and every name and value it lets through
 // without a guard check passes the guard.
 func newFastPath(schemaJSON []byte) *fastPath {
-	fp := &fastPath{
-		isIdentifier: fastPatterns[identifierPattern],
-		keySeed:      rand.Uint64(),
-	}
+	fp := &fastPath{keySeed: rand.Uint64()}
 	fp.scratch.New = func() any { return new(scratch) }
 	canon, err := canonicalSchema(schemaJSON)
 	switch {
@@ -155,23 +134,23 @@ func newFastPath(schemaJSON []byte) *fastPath {
 		fp.enabledReason = "schema does not parse: " + err.Error()
 	case canon != mediaIntentFastSpec:
 		fp.enabledReason = "schema is not the one the fast path implements: " + canon
-	case fp.isIdentifier == nil || fastPatterns[paramNamePattern] == nil:
-		fp.enabledReason = "schema patterns missing from fastPatterns"
 	}
-	for _, s := range topFieldNames {
+	for f, s := range topFieldNames {
 		if memberNameProblem(s) != "" {
 			fp.enabledReason = "member name " + s + " fails the guard"
 		}
-	}
-	for _, s := range enumValues {
-		if stringProblem(s) != "" {
-			fp.enabledReason = "enum value " + s + " fails the guard"
+		for _, v := range topEnums[f] {
+			if stringProblem(v) != "" {
+				fp.enabledReason = "enum value " + v + " fails the guard"
+			}
 		}
 	}
 	return fp
 }
 
-// AcceptRaw implements [RawValidator] for MediaIntentV1.
+// AcceptRaw implements [RawValidator] for MediaIntentV1: true only for one
+// object of MediaIntentV1 that the full path accepts too; anything the
+// walk does not handle is "not sure".
 func (mediaIntent) AcceptRaw(doc []byte) bool {
 	fp := mediaIntentFast()
 	if fp.enabledReason != "" {
@@ -179,68 +158,67 @@ func (mediaIntent) AcceptRaw(doc []byte) bool {
 	}
 	s := fp.scratch.Get().(*scratch)
 	p := checker(doc, s, fp.keySeed)
-	ok := fp.accept(&p)
+	p.skipSpace()
+	ok := p.topObject() && p.end() &&
+		p.seen&requiredFields == requiredFields &&
+		(!p.publish || p.seen&(1<<fRecordingMode) != 0) // the Go rule and the schema's if/then alike
 	s.trim()
 	fp.scratch.Put(s)
 	return ok
 }
 
-// accept checks the whole document: one object of MediaIntentV1.
-func (fp *fastPath) accept(p *walker) bool {
-	d := p.d
-	p.skipSpace()
-	if p.pos >= len(d) || d[p.pos] != '{' {
+// topObject reads the document's object, its members by this schema's
+// rules. A loop of its own rather than a mode of object, which would cost
+// the whole walk some 5%.
+func (p *walker) topObject() bool {
+	if p.pos >= len(p.d) || p.d[p.pos] != '{' {
 		return false
 	}
 	p.pos++
 	p.skipSpace()
-	var seen uint32
-	publish := false
 	for more := true; more; {
-		if p.pos >= len(d) || d[p.pos] != '"' {
+		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
 			return false // includes {}, which lacks required members
 		}
 		k, _, ok := p.str()
-		if !ok {
-			return false
-		}
-		// The guard passes every name topField knows (newFastPath).
 		f := topField(k)
-		if f < 0 || seen&(1<<f) != 0 || !p.separator(':') {
+		if !ok || f < 0 || p.seen&(1<<f) != 0 || !p.separator(':') {
 			return false
 		}
-		seen |= 1 << f
+		p.seen |= 1 << f
 		switch f {
-		case fRole:
-			v, ok := strValue(p)
-			if !ok || v != "publish" && v != "subscribe" {
+		case fRole, fMediaKind, fRecordingMode:
+			// An enum value needs no guard (newFastPath).
+			if p.pos >= len(p.d) || p.d[p.pos] != '"' {
 				return false
 			}
-			publish = v == "publish"
+			v, _, ok := p.str()
+			switch f {
+			case fRole:
+				p.publish = v == "publish"
+				ok = ok && (p.publish || v == "subscribe")
+			case fMediaKind:
+				ok = ok && (v == "video" || v == "audio")
+			default:
+				ok = ok && (v == "inherit" || v == "disabled" || v == "required")
+			}
+			if !ok {
+				return false
+			}
 		case fDesired:
 			if !p.literal("true", nil) && !p.literal("false", nil) {
 				return false
 			}
 		case fSourceID, fVariantID, fOutputProfile:
-			if !fp.identifier(p) {
-				return false
-			}
-		case fMediaKind:
-			v, ok := strValue(p)
-			if !ok || v != "video" && v != "audio" {
+			if !p.identifier() {
 				return false
 			}
 		case fPriority:
-			if !priority(p) {
-				return false
-			}
-		case fRecordingMode:
-			v, ok := strValue(p)
-			if !ok || v != "inherit" && v != "disabled" && v != "required" {
+			if !p.priority() {
 				return false
 			}
 		case fParameters:
-			if p.pos >= len(d) || d[p.pos] != '{' || !p.object(2, true) {
+			if p.pos >= len(p.d) || p.d[p.pos] != '{' || !p.object(2, true) {
 				return false
 			}
 		}
@@ -248,31 +226,17 @@ func (fp *fastPath) accept(p *walker) bool {
 			return false
 		}
 	}
-	if !p.end() || seen&requiredFields != requiredFields {
-		return false
-	}
-	// The Go rule and the schema's if/then alike.
-	return !publish || seen&(1<<fRecordingMode) != 0
-}
-
-// strValue reads a string value the guard need not see: one that must
-// equal an enum value (newFastPath).
-func strValue(p *walker) (string, bool) {
-	if p.pos >= len(p.d) || p.d[p.pos] != '"' {
-		return "", false
-	}
-	s, _, ok := p.str()
-	return s, ok
+	return true
 }
 
 // identifier checks the string value at p.pos against the schema's
 // identifier definition and the guard.
-func (fp *fastPath) identifier(p *walker) bool {
+func (p *walker) identifier() bool {
 	if p.pos >= len(p.d) || p.d[p.pos] != '"' {
 		return false
 	}
 	v, clean, ok := p.str()
-	if !ok || !fp.isIdentifier(v) || v == "." || v == ".." {
+	if !ok || !matchIdentifier(v) || v == "." || v == ".." {
 		return false
 	}
 	// minLength and maxLength count characters, as the library does.
@@ -285,21 +249,17 @@ func (fp *fastPath) identifier(p *walker) bool {
 // priority accepts only the plain spelling of an integer in range: "-0",
 // "5.0" or "1e2" are integers to the schema, but no writer sends them, so
 // the full path may judge them.
-func priority(p *walker) bool {
+func (p *walker) priority() bool {
 	start := p.pos
-	if !p.number() {
-		return false
-	}
-	n := p.d[start:p.pos]
-	if len(n) > 4 {
+	if !p.number() || p.pos-start > 4 {
 		return false
 	}
 	v := 0
-	for i := 0; i < len(n); i++ {
-		if n[i] < '0' || n[i] > '9' {
+	for _, c := range []byte(p.d[start:p.pos]) {
+		if c < '0' || c > '9' {
 			return false
 		}
-		v = v*10 + int(n[i]-'0')
+		v = v*10 + int(c-'0')
 	}
 	return v <= priorityMax
 }
@@ -319,8 +279,9 @@ func canonicalSchema(src []byte) (string, error) {
 	return string(b), err
 }
 
-// stripAnnotations removes annotations from schema s and every subschema
-// below it, leaving values of other keywords (enum, const, ...) alone.
+// stripAnnotations removes annotations from schema s and its subschemas
+// under the keywords mediaIntentFastSpec uses: under any other keyword,
+// annotations or not, the schema cannot equal it.
 func stripAnnotations(s any) {
 	m, ok := s.(map[string]any)
 	if !ok {
@@ -331,20 +292,12 @@ func stripAnnotations(s any) {
 	delete(m, "$comment")
 	for k, v := range m {
 		switch k {
-		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
-			if sub, ok := v.(map[string]any); ok {
-				for _, c := range sub {
-					stripAnnotations(c)
-				}
+		case "properties", "patternProperties", "$defs":
+			sub, _ := v.(map[string]any)
+			for _, c := range sub {
+				stripAnnotations(c)
 			}
-		case "allOf", "anyOf", "oneOf", "prefixItems":
-			if list, ok := v.([]any); ok {
-				for _, c := range list {
-					stripAnnotations(c)
-				}
-			}
-		case "not", "if", "then", "else", "items", "contains", "additionalProperties",
-			"propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems":
+		case "not", "if", "then":
 			stripAnnotations(v)
 		}
 	}

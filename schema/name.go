@@ -34,51 +34,35 @@ func CheckName(name string) error {
 }
 
 func nameProblem(name string) string {
+	rest, prefixed := strings.CutPrefix(name, namePrefix)
 	switch {
 	case name == "":
 		return "empty"
 	case len(name) > maxNameLen:
 		return fmt.Sprintf("longer than %d bytes", maxNameLen)
-	case !strings.HasPrefix(name, namePrefix):
+	case !prefixed:
 		return "does not start with " + namePrefix
 	}
-	rest := name[len(namePrefix):]
 	dot := strings.LastIndexByte(rest, '.')
 	if dot < 0 {
 		return "no version suffix"
 	}
-	mid, ver := rest[:dot], rest[dot+1:]
-	if len(ver) < 2 || ver[0] != 'v' {
+	digits, v := strings.CutPrefix(rest[dot+1:], "v")
+	switch {
+	case !v || digits == "":
+		return "version must be v<N>"
+	case digits[0] == '0':
+		return "version must be a positive integer without leading zeros"
+	case strings.Trim(digits, "0123456789") != "":
 		return "version must be v<N>"
 	}
-	if ver[1] == '0' {
-		return "version must be a positive integer without leading zeros"
-	}
-	for i := 1; i < len(ver); i++ {
-		if ver[i] < '0' || ver[i] > '9' {
-			return "version must be v<N>"
+	for part := range strings.SplitSeq(rest[:dot], ".") {
+		if part == "" {
+			return "empty name part"
 		}
-	}
-	if mid == "" {
-		return "empty name part"
-	}
-	partLen := 0
-	for i := 0; i < len(mid); i++ {
-		c := mid[i]
-		switch {
-		case c == '.':
-			if partLen == 0 {
-				return "empty name part"
-			}
-			partLen = 0
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
-			partLen++
-		default:
+		if strings.Trim(part, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 			return "name parts allow only [a-z0-9-]"
 		}
-	}
-	if partLen == 0 {
-		return "empty name part"
 	}
 	return ""
 }

@@ -7,31 +7,38 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
+// The patterns of media-intent.v1.json, which the fast path matches with
+// the very functions the JSON Schema library is given for them.
+const (
+	identifierPattern = `^[A-Za-z0-9._-]+$`
+	paramNamePattern  = `^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$`
+)
+
 // fastPatterns replaces the regexp engine for the patterns the built-in
 // schemas use on every document. Go's regexp costs about as much as the
 // rest of the schema check put together for these, while a byte scan is a
 // few nanoseconds. Any other pattern is compiled with Go's regexp as usual;
 // TestFastPatternsAgreeWithRegexp holds the two to the same answers.
 var fastPatterns = map[string]func(string) bool{
-	`^[A-Za-z0-9._-]+$`:               matchIdentifier,
-	`^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$`: matchParamName,
+	identifierPattern: matchIdentifier,
+	paramNamePattern:  matchParamName,
 }
 
-// matchIdentifier is ^[A-Za-z0-9._-]+$.
+// matchIdentifier is identifierPattern.
 func matchIdentifier(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if patternClass[s[i]]&pcIdent == 0 {
+		if patternByte[s[i]]&pcIdent == 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// matchParamName is ^[a-z0-9-]+(\.[a-zA-Z0-9_-]+)+$, a namespaced
-// parameter name: <ns>.<name>[.<name>...].
+// matchParamName is paramNamePattern, a namespaced parameter name:
+// <ns>.<name>[.<name>...].
 func matchParamName(s string) bool {
 	var out [64]byte
 	_, match := paramName(s, &out)
@@ -44,7 +51,7 @@ func matchParamName(s string) bool {
 // normalised form is complete only when s fits in out; beyond that it
 // wraps around, and callers normalise a long name themselves.
 func paramName(s string, out *[64]byte) (n int, match bool) {
-	i, n := paramNameRun(s, 0, pnNamespace, out, 0)
+	i, n := paramNameRun(s, 0, pcNamespace, out, 0)
 	if i == 0 || i == len(s) {
 		return 0, false
 	}
@@ -53,7 +60,7 @@ func paramName(s string, out *[64]byte) (n int, match bool) {
 			return 0, false
 		}
 		start := i + 1
-		if i, n = paramNameRun(s, start, pnSegment, out, n); i == start {
+		if i, n = paramNameRun(s, start, pcSegment, out, n); i == start {
 			return 0, false
 		}
 	}
@@ -64,50 +71,24 @@ func paramName(s string, out *[64]byte) (n int, match bool) {
 // normal form to out[:n], and returns where the run ends and the new n.
 func paramNameRun(s string, i int, class uint16, out *[64]byte, n int) (int, int) {
 	for ; i < len(s); i++ {
-		e := paramNameByte[s[i]]
+		e := patternByte[s[i]]
 		if e&class == 0 {
 			break
 		}
 		out[n&63] = byte(e)
-		n += int(e >> pnKeepShift & 1)
+		n += int(e >> pcKeepShift & 1)
 	}
 	return i, n
 }
 
-// paramNameByte holds for each byte what paramName needs, in one look-up:
+// patternByte holds for each byte what the matchers need, in one look-up:
 // the byte as normalizeName writes it (low eight bits), whether
-// normalizeName keeps it, and its classes in the pattern. Bytes outside
-// ASCII belong to neither class.
-var paramNameByte = func() (t [256]uint16) {
+// normalizeName keeps it, and its classes in the patterns. Bytes outside
+// ASCII belong to no class.
+var patternByte = func() (t [256]uint16) {
 	for c := range utf8.RuneSelf {
-		t[c] = uint16(asciiNorm[c]) | uint16(asciiKeep[c])<<pnKeepShift
-		if patternClass[c]&pcNamespace != 0 {
-			t[c] |= pnNamespace
-		}
-		if patternClass[c]&pcSegment != 0 {
-			t[c] |= pnSegment
-		}
-	}
-	return t
-}()
-
-const (
-	pnKeepShift = 8
-	pnNamespace = 1 << 9
-	pnSegment   = 1 << 10
-)
-
-// The character classes of the patterns, as bits of patternClass: one
-// table look-up per byte rather than a chain of comparisons.
-const (
-	pcIdent     = 1 << iota // [A-Za-z0-9._-]
-	pcNamespace             // [a-z0-9-]
-	pcSegment               // [a-zA-Z0-9_-]
-)
-
-var patternClass = func() (t [256]uint8) {
-	for c := range 256 {
 		lower, upper, digit := c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9'
+		t[c] = uint16(asciiNorm[c]) | uint16(asciiKeep[c])<<pcKeepShift
 		if lower || upper || digit || c == '.' || c == '_' || c == '-' {
 			t[c] |= pcIdent
 		}
@@ -120,6 +101,13 @@ var patternClass = func() (t [256]uint8) {
 	}
 	return t
 }()
+
+const (
+	pcKeepShift = 8
+	pcIdent     = 1 << 9  // [A-Za-z0-9._-]
+	pcNamespace = 1 << 10 // [a-z0-9-]
+	pcSegment   = 1 << 11 // [a-zA-Z0-9_-]
+)
 
 type fastRegexp struct {
 	pattern string

@@ -72,6 +72,15 @@ func (r *Registry) Register(name string, v Validator) error {
 	return nil
 }
 
+// Has reports whether name is registered. Replay uses it to refuse records
+// whose schema this build does not know without re-validating documents.
+func (r *Registry) Has(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.validators[name]
+	return ok
+}
+
 // Names lists the registered schema names in sorted order, for capability
 // advertisement and diagnostics.
 func (r *Registry) Names() []string {
@@ -114,11 +123,10 @@ func (r *Registry) Validate(name string, doc []byte) error {
 // its verdicts' reasons and the oracle any fast path is tested against.
 func validateFull(name string, v Validator, doc []byte) error {
 	obj, err := decodeObject(doc)
-	if err != nil {
-		err.Schema = name
-		return err
+	if err == nil {
+		err = guard(obj)
 	}
-	if err := guard(obj); err != nil {
+	if err != nil {
 		err.Schema = name
 		return err
 	}

@@ -4,50 +4,36 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
+	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
 
-// This file is the package's one JSON reader. Every rule about what a
-// document's bytes may be (the grammar, UTF-8, escapes decoded as
-// encoding/json decodes them, the nesting limit, no duplicate member
-// names) is written here once, and both ways of reading a document use it:
-//
-//   - building ([decodeObject]): the Go values the JSON Schema library
-//     validates, with an *Error that says where and why for anything that is
-//     not a document the store may keep;
-//   - checking (a [RawValidator] such as MediaIntentV1's AcceptRaw): the
-//     same walk without building anything or allocating, applying the guard
-//     to every member name and string as it goes, that answers only "sure"
-//     or "not sure".
-//
-// So the two cannot disagree on what JSON is; FuzzDecodeMatchesEncodingJSON
-// holds the reader to encoding/json and FuzzFastPathSound holds checking to
-// building plus validation.
-
-// walker reads one document. In check mode (build nil) d views the
-// caller's bytes without a copy and nothing derived from it outlives the
-// walk; in build mode d is the walker's own copy, so the values built may
-// share its memory.
+// walker is the package's one JSON reader (see "Fast path" in the package
+// comment). In check mode (build nil) d views the caller's bytes without a
+// copy and nothing derived from it outlives the walk; in build mode d is
+// the walker's own copy, so the values built may share its memory.
 type walker struct {
 	d     string
 	pos   int
 	build *builder // nil: check mode
+	buf   *[]byte  // decoded strings with escapes, reused within a walk
 
 	// Check mode only.
-	s      *scratch
-	seed   uint64     // of keyHash, random so that no one can aim at collisions
-	serial uint64     // numbers the objects, to keep their name sets apart
-	marks  guardMarks // where the guard's markers are in d
+	s       *scratch
+	seed    uint64     // of keyHash, random so that no one can aim at collisions
+	serial  uint64     // numbers the objects, to keep their name sets apart
+	marks   guardMarks // where the guard's markers are in d
+	seen    uint32     // MediaIntentV1's top-level members read, one bit each
+	publish bool       // its role is "publish"
 }
 
-// builder is what build mode keeps besides the walk.
 type builder struct {
-	val   any    // what the last value call read
-	err   *Error // why the walk stopped
-	depth int    // entries used in path
-	path  [maxDepth + 1]pathSeg
+	val  any    // what the last value call read
+	err  *Error // why the walk stopped
+	path jsonPath
 	// members collects the members of the objects being read (a stack,
 	// innermost object last), so each map is made once at its final size.
 	members []member
@@ -57,6 +43,28 @@ type builder struct {
 type member struct {
 	key string
 	val any
+}
+
+type pathSeg struct {
+	key   string
+	index int // -1 for an object member
+}
+
+// jsonPath is the way to the value being read: a fixed array rather than a
+// chain of stack frames, which escape analysis would move to the heap for
+// a path wanted only for an error.
+type jsonPath struct {
+	n    int
+	segs [maxDepth + 1]pathSeg
+}
+
+func (jp *jsonPath) push(key string, index int) {
+	jp.segs[jp.n] = pathSeg{key, index}
+	jp.n++
+}
+
+func (jp *jsonPath) fail(reason string) *Error {
+	return &Error{Path: segsPath(jp.segs[:jp.n]), Reason: reason}
 }
 
 // decodeObject reads doc into the values json.Decoder with UseNumber
@@ -72,25 +80,25 @@ type member struct {
 func decodeObject(doc []byte) (map[string]any, *Error) {
 	// One copy of the whole document up front lets every unescaped string
 	// and number be a substring of it instead of an allocation of its own.
-	p := walker{d: string(doc), build: &builder{members: make([]member, 0, 48)}}
+	b := &builder{members: make([]member, 0, 48)}
+	p := walker{d: string(doc), build: b, buf: &b.buf}
 	p.skipSpace()
 	if p.pos == len(p.d) {
 		return nil, &Error{Path: "$", Reason: "invalid JSON: empty document"}
 	}
 	if !p.value(1) || !p.end() {
-		return nil, p.build.err
+		return nil, b.err
 	}
-	obj, ok := p.build.val.(map[string]any)
+	obj, ok := b.val.(map[string]any)
 	if !ok {
-		return nil, &Error{Path: "$", Reason: "document must be a JSON object, not " + jsonKind(p.build.val)}
+		return nil, &Error{Path: "$", Reason: "document must be a JSON object, not " + jsonKind(b.val)}
 	}
 	return obj, nil
 }
 
-// checker returns a check-mode walker over doc using s, which it resets.
 func checker(doc []byte, s *scratch, seed uint64) walker {
 	s.reset()
-	p := walker{d: unsafe.String(unsafe.SliceData(doc), len(doc)), s: s, seed: seed}
+	p := walker{d: unsafe.String(unsafe.SliceData(doc), len(doc)), buf: &s.buf, s: s, seed: seed}
 	p.marks.reset()
 	return p
 }
@@ -109,8 +117,7 @@ func jsonKind(v any) string {
 	return "null"
 }
 
-// syntax stops the walk at p.pos for a JSON syntax error; it always
-// returns false.
+// syntax stops the walk for a syntax error at p.pos; it returns false.
 func (p *walker) syntax(what string) bool {
 	if p.build != nil {
 		if p.pos >= len(p.d) {
@@ -122,16 +129,15 @@ func (p *walker) syntax(what string) bool {
 	return false
 }
 
-// fail stops the walk for a rule broken at the current path; it always
-// returns false.
+// fail stops the walk for a rule broken at the current path; it returns
+// false.
 func (p *walker) fail(reason string) bool {
 	if b := p.build; b != nil {
-		b.err = &Error{Path: segsPath(b.path[:b.depth]), Reason: reason}
+		b.err = b.path.fail(reason)
 	}
 	return false
 }
 
-// end insists that only white space follows the value just read.
 func (p *walker) end() bool {
 	p.skipSpace()
 	return p.pos == len(p.d) || p.syntax("data after the document")
@@ -143,13 +149,10 @@ func (p *walker) skipSpace() {
 	}
 }
 
-// jsonSpace marks the JSON white space bytes.
 var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
-// separator reads white space, c (the ':' after a member name or the ','
-// between members and elements) and white space, and reports whether it
-// found c; build mode's callers say what is wrong when it did not. Small
-// enough to be inlined into the loops, which call it for every member.
+// separator reads c (':' or ',') between white space, reporting whether it
+// was there; small enough to be inlined into the member loops.
 func (p *walker) separator(c byte) bool {
 	p.skipSpace()
 	if p.pos < len(p.d) && p.d[p.pos] == c {
@@ -160,8 +163,6 @@ func (p *walker) separator(c byte) bool {
 	return false
 }
 
-// closing reads the byte that ends a container where separator found no
-// ','.
 func (p *walker) closing(c byte, what string) bool {
 	if p.pos >= len(p.d) {
 		return p.syntax("")
@@ -173,9 +174,8 @@ func (p *walker) closing(c byte, what string) bool {
 	return true
 }
 
-// value reads the value at p.pos, which is not white space; depth is the
-// nesting level a container found here would have. Check mode applies the
-// guard to strings.
+// value reads the value at p.pos; depth is the nesting level a container
+// found here would have.
 func (p *walker) value(depth int) bool {
 	if p.pos >= len(p.d) {
 		return p.syntax("")
@@ -229,7 +229,6 @@ func (p *walker) object(depth int, paramNames bool) bool {
 	if b != nil {
 		first = len(b.members)
 	} else {
-		// Numbers the objects, to keep their name sets apart.
 		p.serial++
 		mix = p.serial * 0x9e3779b97f4a7c15
 	}
@@ -259,41 +258,34 @@ func (p *walker) object(depth int, paramNames bool) bool {
 			return p.syntax("expected ':' after a member name")
 		}
 		if b != nil {
-			b.path[b.depth] = pathSeg{key: k, index: -1}
-			b.depth++
+			b.path.push(k, -1)
 		}
 		if !p.value(depth + 1) {
 			return false
 		}
 		if b != nil {
-			b.depth--
+			b.path.n--
 			b.members = append(b.members, member{k, b.val})
 		}
 		if more = p.separator(','); !more && !p.closing('}', "expected ',' or '}' in object") {
 			return false
 		}
 	}
-	if b == nil {
-		return true
-	}
-	if !b.object(first) {
+	if b != nil && !b.object(first) {
 		return p.fail("duplicate field name")
 	}
 	return true
 }
 
 // object makes the map of the members from first on, which it takes off
-// the stack. Each map is made once at its final size; a duplicate name
-// shows as a map shorter than the members, and then object returns false
-// with the name on the path.
+// the stack; a duplicate name shows as a map shorter than the members.
 func (b *builder) object(first int) bool {
 	members := b.members[first:]
 	m := make(map[string]any, len(members))
 	for i, mb := range members {
 		m[mb.key] = mb.val
 		if len(m) != i+1 {
-			b.path[b.depth] = pathSeg{key: mb.key, index: -1}
-			b.depth++
+			b.path.push(mb.key, -1)
 			return false
 		}
 	}
@@ -305,51 +297,44 @@ func (b *builder) object(first int) bool {
 
 func (p *walker) array(depth int) bool {
 	p.pos++ // '['
-	var a []any
-	if p.build != nil {
-		a = make([]any, 0)
-	}
 	p.skipSpace()
+	b := p.build
+	var a []any
+	if b != nil {
+		a = make([]any, 0) // encoding/json's [], not nil
+	}
 	if p.pos < len(p.d) && p.d[p.pos] == ']' {
 		p.pos++
-		if p.build != nil {
-			p.build.val = a
-		}
-		return true
-	}
-	for more := true; more; {
-		if b := p.build; b != nil {
-			b.path[b.depth] = pathSeg{index: len(a)}
-			b.depth++
-		}
-		if !p.value(depth + 1) {
-			return false
-		}
-		if b := p.build; b != nil {
-			b.depth--
-			a = append(a, b.val)
-		}
-		if more = p.separator(','); !more && !p.closing(']', "expected ',' or ']' in array") {
-			return false
+	} else {
+		for more := true; more; {
+			if b != nil {
+				b.path.push("", len(a))
+			}
+			if !p.value(depth + 1) {
+				return false
+			}
+			if b != nil {
+				b.path.n--
+				a = append(a, b.val)
+			}
+			if more = p.separator(','); !more && !p.closing(']', "expected ',' or ']' in array") {
+				return false
+			}
 		}
 	}
-	if p.build != nil {
-		p.build.val = a
+	if b != nil {
+		b.val = a
 	}
 	return true
 }
 
-// number reads the number at p.pos.
 func (p *walker) number() bool {
 	start := p.pos
 	if start >= len(p.d) {
 		return p.syntax("")
 	}
 	if c := p.d[start]; c != '-' && (c < '0' || c > '9') {
-		if p.build == nil {
-			return false
-		}
-		return p.syntax(fmt.Sprintf("unexpected %q", c))
+		return p.build != nil && p.syntax(fmt.Sprintf("unexpected %q", c))
 	}
 	end, ok := scanNumber(p.d, start)
 	p.pos = end
@@ -372,24 +357,22 @@ func scanNumber(d string, i int) (end int, ok bool) {
 	switch {
 	case i < len(d) && d[i] == '0':
 		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+	case isDigit(d, i):
 		i = skipDigits(d, i)
 	default:
 		return i, false
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		if i++; !isDigit(d, i) {
 			return i, false
 		}
 		i = skipDigits(d, i)
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+		if i++; i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		if !isDigit(d, i) {
 			return i, false
 		}
 		i = skipDigits(d, i)
@@ -397,8 +380,10 @@ func scanNumber(d string, i int) (end int, ok bool) {
 	return i, true
 }
 
+func isDigit(d string, i int) bool { return i < len(d) && d[i] >= '0' && d[i] <= '9' }
+
 func skipDigits(d string, i int) int {
-	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+	for isDigit(d, i) {
 		i++
 	}
 	return i
@@ -413,9 +398,8 @@ var plainByte = func() (t [256]bool) {
 }()
 
 // str reads the string at p.pos (its opening quote) and returns its
-// decoded contents. Without escapes that is a substring of d; with escapes
-// build mode allocates it, and check mode returns the scratch buffer,
-// valid until the next call.
+// decoded contents: without escapes a substring of d; with escapes a copy
+// in build mode, and in check mode p.buf, valid until the next call.
 //
 // clean true promises that stringProblem has nothing to say about the
 // string (check mode only; see guardMarks); false only means "not shown",
@@ -423,7 +407,7 @@ var plainByte = func() (t [256]bool) {
 func (p *walker) str() (s string, clean, ok bool) {
 	d := p.d
 	i := p.pos + 1 // opening quote
-	start := i
+	start := i     // negated once an escape is met, rather than a flag more in the loop
 	for {
 		// Eight bytes at a time up to the first that is not plainByte:
 		// most of a document is string contents, and most string contents
@@ -447,19 +431,27 @@ func (p *walker) str() (s string, clean, ok bool) {
 		switch {
 		case c == '"':
 			p.pos = i + 1
+			if start < 0 {
+				return p.unescape(d[-start:i]), false, true
+			}
 			s = d[start:i]
 			if p.build != nil || len(s) < minGuardedString {
 				return s, p.build == nil, true
 			}
-			// See guardMarks.
 			if p.marks.next < start {
 				p.marks.update(d, start)
 			}
 			return s, p.marks.next >= i && len(s) < minBase64Run && !mayBeHeader(s), true
 		case c == '\\':
-			p.pos = i
-			s, ok = p.strEscaped(start)
-			return s, false, ok
+			var one [utf8.UTFMax]byte
+			var bad string
+			if _, i, bad = appendEscape(one[:0], d, i); bad != "" {
+				p.pos = i
+				return "", false, p.syntax(bad)
+			}
+			if start > 0 {
+				start = -start
+			}
 		case c < 0x20:
 			p.pos = i
 			return "", false, p.syntax("control character in string")
@@ -474,117 +466,72 @@ func (p *walker) str() (s string, clean, ok bool) {
 	}
 }
 
-// strEscaped finishes a string that contains escapes, from p.pos on,
-// decoding them the way encoding/json does, including its U+FFFD for
-// unpaired surrogates.
-func (p *walker) strEscaped(start int) (string, bool) {
-	d := p.d
-	var bufp *[]byte
-	if p.build != nil {
-		bufp = &p.build.buf
-	} else {
-		bufp = &p.s.buf
-	}
-	buf := append((*bufp)[:0], d[start:p.pos]...)
-	for p.pos < len(d) {
-		c := d[p.pos]
-		switch {
-		case plainByte[c]:
-			buf = append(buf, c)
-			p.pos++
-		case c == '"':
-			p.pos++
-			*bufp = buf // keep what it grew to
-			if p.build != nil {
-				return string(buf), true
-			}
-			return unsafe.String(unsafe.SliceData(buf), len(buf)), true
-		case c < 0x20:
-			return "", p.syntax("control character in string")
-		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRuneInString(d[p.pos:])
-			if r == utf8.RuneError && size <= 1 {
-				return "", p.syntax("invalid UTF-8 in string")
-			}
-			buf = append(buf, d[p.pos:p.pos+size]...)
-			p.pos += size
-		default: // backslash
-			if p.pos+1 >= len(d) {
-				p.pos++
-				return "", p.syntax("")
-			}
-			var bad string
-			if buf, p.pos, bad = appendEscape(buf, d, p.pos); bad != "" {
-				return "", p.syntax(bad)
-			}
+// unescape decodes raw, the contents of a string that str has checked.
+func (p *walker) unescape(raw string) string {
+	buf := (*p.buf)[:0]
+	for {
+		j := strings.IndexByte(raw, '\\')
+		if j < 0 {
+			break
 		}
+		buf = append(buf, raw[:j]...)
+		buf, j, _ = appendEscape(buf, raw, j)
+		raw = raw[j:]
 	}
-	return "", p.syntax("")
+	buf = append(buf, raw...)
+	*p.buf = buf // keep what it grew to
+	if p.build != nil {
+		return string(buf)
+	}
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
-// appendEscape appends what the escape sequence at d[pos] (a backslash
-// with at least one byte after it) stands for and returns the position
-// after it. A non-empty bad says why the escape is invalid; pos then points
-// at the offending byte.
+// simpleEscape is what each one-letter escape stands for, 0 for the others.
+var simpleEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// appendEscape appends what the escape sequence at d[pos] (a backslash)
+// stands for, decoding it as encoding/json does (U+FFFD for an unpaired
+// surrogate), and returns the position after it. A non-empty bad says why
+// the escape is invalid; pos then points at the offending byte, or past
+// the end.
 func appendEscape(buf []byte, d string, pos int) (out []byte, next int, bad string) {
+	if pos+1 >= len(d) {
+		return buf, len(d), "unexpected end"
+	}
 	e := d[pos+1]
 	pos += 2
-	switch e {
-	case '"', '\\', '/':
-		return append(buf, e), pos, ""
-	case 'b':
-		return append(buf, '\b'), pos, ""
-	case 'f':
-		return append(buf, '\f'), pos, ""
-	case 'n':
-		return append(buf, '\n'), pos, ""
-	case 'r':
-		return append(buf, '\r'), pos, ""
-	case 't':
-		return append(buf, '\t'), pos, ""
-	case 'u':
-		r, ok := hex4(d[pos:])
-		if !ok {
-			return buf, pos, "invalid \\u escape"
-		}
-		pos += 4
-		if utf16.IsSurrogate(r) {
-			dec := utf8.RuneError
-			if len(d)-pos >= 6 && d[pos] == '\\' && d[pos+1] == 'u' {
-				if r2, ok := hex4(d[pos+2:]); ok {
-					if x := utf16.DecodeRune(r, r2); x != utf8.RuneError {
-						dec = x
-						pos += 6
-					}
+	if c := simpleEscape[e]; c != 0 {
+		return append(buf, c), pos, ""
+	}
+	if e != 'u' {
+		return buf, pos - 1, "invalid escape"
+	}
+	r, ok := hex4(d[pos:])
+	if !ok {
+		return buf, pos, "invalid \\u escape"
+	}
+	pos += 4
+	if utf16.IsSurrogate(r) {
+		dec := utf8.RuneError
+		if len(d)-pos >= 6 && d[pos] == '\\' && d[pos+1] == 'u' {
+			if r2, ok := hex4(d[pos+2:]); ok {
+				if x := utf16.DecodeRune(r, r2); x != utf8.RuneError {
+					dec = x
+					pos += 6
 				}
 			}
-			r = dec
 		}
-		return utf8.AppendRune(buf, r), pos, ""
+		r = dec
 	}
-	return buf, pos - 1, "invalid escape"
+	return utf8.AppendRune(buf, r), pos, ""
 }
 
 func hex4(b string) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
 	}
-	var r rune
-	for i := 0; i < 4; i++ {
-		c := b[i]
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
+	r, err := strconv.ParseUint(b[:4], 16, 16)
+	return rune(r), err == nil
 }
 
 const (
@@ -593,12 +540,11 @@ const (
 )
 
 // notPlain has the top bit set in the lowest byte of x (little endian)
-// that is not plainByte (a quote, a backslash, a control character or
-// non-ASCII) and is zero when there is none. Each subtraction sets a
-// byte's top bit when that byte is below the subtrahend (0x20 for control
-// characters, 1 after XOR for the quote and the backslash); borrows can set
-// more top bits, but only above a byte that really is not plain, and
-// non-ASCII bytes have the top bit set already.
+// that is not plainByte, and is zero when there is none. Each subtraction
+// sets a byte's top bit when that byte is below the subtrahend (0x20 for
+// control characters, 1 after XOR for the quote and the backslash);
+// borrows can set more top bits, but only above a byte that really is not
+// plain, and non-ASCII bytes have the top bit set already.
 func notPlain(x uint64) uint64 {
 	q := x ^ (lsbs * '"')
 	bs := x ^ (lsbs * '\\')

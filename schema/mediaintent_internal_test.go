@@ -2,9 +2,6 @@ package schema
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/bits"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +21,7 @@ func fullAccepts(doc []byte) error {
 }
 
 func TestFastPathEnabled(t *testing.T) {
+	t.Parallel()
 	if r := mediaIntentFast().enabledReason; r != "" {
 		t.Fatalf("fast path for %s is off: %s\n(update mediaIntentFast's rules and mediaIntentFastSpec together)", MediaIntentV1, r)
 	}
@@ -35,6 +33,7 @@ func TestFastPathEnabled(t *testing.T) {
 // TestFastPathFollowsSchema checks that the fast path turns itself off for
 // any change of media-intent.v1.json but a change of annotations.
 func TestFastPathFollowsSchema(t *testing.T) {
+	t.Parallel()
 	same := []string{
 		strings.Replace(string(mediaIntentSchema), `"A stable identifier`, `"An identifier`, 1),
 		strings.Replace(string(mediaIntentSchema), `"type": "boolean" }`, `"type": "boolean", "$comment": "x", "title": "t" }`, 1),
@@ -96,6 +95,7 @@ func realisticDocs(t testing.TB, short bool) map[string][]byte {
 }
 
 func TestFastPathAcceptsRealistic(t *testing.T) {
+	t.Parallel()
 	i := 0
 	for name, doc := range realisticDocs(t, testing.Short()) {
 		// The full path is slow; a sample shows the set is valid.
@@ -143,6 +143,8 @@ func manyParams(n int, dup bool) []byte {
 }
 
 func TestFastPathAllocations(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process's allocations
+	// (and sets GOMAXPROCS to 1 while it runs).
 	if testing.Short() {
 		t.Skip("allocation counts are noisy under -race and -short")
 	}
@@ -259,6 +261,7 @@ var fastAcceptSeeds = []string{
 }
 
 func TestFastPathRejects(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("testdata/reject/*.json")
 	if len(files) == 0 {
 		t.Fatal("no reject fixtures")
@@ -341,69 +344,31 @@ func splice(head string, in []byte, tail string) []byte {
 	return append(append([]byte(head), in...), tail...)
 }
 
-func TestNotPlain(t *testing.T) {
-	check := func(w [8]byte) {
-		first := 8
-		for i, c := range w {
-			if !plainByte[c] {
-				first = i
-				break
-			}
-		}
-		m := notPlain(binary.LittleEndian.Uint64(w[:]))
-		if got := bits.TrailingZeros64(m) / 8; got != first || (m == 0) != (first == 8) {
-			t.Fatalf("notPlain(%q) = %#x: first at %d, want %d", w[:], m, got, first)
-		}
+// BenchmarkMediaIntentSchema is the JSON Schema stage of the full path (see
+// BenchmarkDecode).
+func BenchmarkMediaIntentSchema(b *testing.B) {
+	m, err := decodeObject(testdoc.MediaIntent(2193, 1))
+	if err != nil {
+		b.Fatal(err)
 	}
-	for _, bg := range []byte{'a', ' ', '!', '#', '[', ']', 0x7f, 0x21, 0x23, 0x5b, 0x5d} {
-		for pos := range 8 {
-			for c := range 256 {
-				var w [8]byte
-				for i := range w {
-					w[i] = bg
-				}
-				w[pos] = byte(c)
-				check(w)
-				for pos2 := pos + 1; pos2 < 8; pos2++ {
-					w[pos2] = byte(c * 7)
-					check(w)
-				}
-			}
+	v := mediaIntentValidator()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := v.Validate(m); err != nil {
+			b.Fatal(err)
 		}
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 1 << 20 {
-		var w [8]byte
-		for i := range w {
-			w[i] = byte(0x1e + rng.IntN(0x64))
-			if rng.IntN(16) == 0 {
-				w[i] = byte(rng.IntN(256))
-			}
-		}
-		check(w)
 	}
 }
 
-// TestNormalizeNameFastPath holds normalizeName's table-driven ASCII path
-// (taken when dst has room) to its general loop (taken when it has not).
-func TestNormalizeNameFastPath(t *testing.T) {
-	alphabet := []rune("aZk_-. \x00\x7fé\u212a\u017fK0;")
-	rng := rand.New(rand.NewPCG(5, 6))
-	for range 200000 {
-		r := make([]rune, rng.IntN(12))
-		for i := range r {
-			r[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		name := string(r)
-		if rng.IntN(8) == 0 {
-			name += "\xff" + name[:len(name)/2]
-		}
-		var buf [64]byte
-		prefix := []byte("x")
-		got := normalizeName(append(buf[:0], prefix...), name)
-		want := normalizeName(prefix[:1:1], name) // no room: the loop
-		if !bytes.Equal(got, want) {
-			t.Fatalf("normalizeName(%q): table path %q, loop %q", name, got, want)
+// BenchmarkMediaIntentFast is the accept-only fast path on its own.
+func BenchmarkMediaIntentFast(b *testing.B) {
+	doc := testdoc.MediaIntent(2193, 1)
+	v := mediaIntentValidator().(RawValidator)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !v.AcceptRaw(doc) {
+			b.Fatal("not sure")
 		}
 	}
 }

@@ -2,45 +2,20 @@ package schema
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"sync"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/keeppeek/statestore/internal/testdoc"
 )
-
-func TestFastPatternsAgreeWithRegexp(t *testing.T) {
-	alphabet := []byte("aZ09._-/ éA.")
-	fixed := []string{"", ".", "..", "a", "a.", ".a", "a.b", "a..b", "a.b.", "transcoder.scale",
-		"Transcoder.scale", "cv.Zone_1-x", "a-b.c.d", "a.B", "ab", "a b", "a.b c", "é.x", "a.é"}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for pattern, fast := range fastPatterns {
-		re := regexp.MustCompile(pattern)
-		check := func(s string) {
-			if got, want := fast(s), re.MatchString(s); got != want {
-				t.Fatalf("pattern %s, input %q: fast %v, regexp %v", pattern, s, got, want)
-			}
-		}
-		for _, s := range fixed {
-			check(s)
-		}
-		for range 200000 {
-			b := make([]byte, rng.IntN(8))
-			for i := range b {
-				b[i] = alphabet[rng.IntN(len(alphabet))]
-			}
-			check(string(b))
-		}
-	}
-}
 
 // referenceDecode is what decodeObject must agree with: encoding/json with
 // UseNumber, plus the extra strictness decodeObject documents.
@@ -157,36 +132,98 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 	})
 }
 
-func TestConcurrentRegistry(t *testing.T) {
-	r := NewRegistry()
-	doc := testdoc.MediaIntent(2193, 9)
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 200 {
-				if err := r.Validate(MediaIntentV1, doc); err != nil {
-					t.Error(err)
-					return
+func TestNotPlain(t *testing.T) {
+	t.Parallel()
+	check := func(w [8]byte) {
+		first := 8
+		for i, c := range w {
+			if !plainByte[c] {
+				first = i
+				break
+			}
+		}
+		m := notPlain(binary.LittleEndian.Uint64(w[:]))
+		if got := bits.TrailingZeros64(m) / 8; got != first || (m == 0) != (first == 8) {
+			t.Fatalf("notPlain(%q) = %#x: first at %d, want %d", w[:], m, got, first)
+		}
+	}
+	for _, bg := range []byte{'a', ' ', '!', '#', '[', ']', 0x7f, 0x21, 0x23, 0x5b, 0x5d} {
+		for pos := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = bg
 				}
-				if i%20 == 0 {
-					name := fmt.Sprintf("keeppeek.g%d.v%d", g, i+1)
-					if err := r.Register(name, mediaIntentValidator()); err != nil {
-						t.Error(err)
-						return
-					}
-					if err := r.Validate(name, doc); err != nil {
-						t.Error(err)
-						return
-					}
-					_ = r.Names()
+				w[pos] = byte(c)
+				check(w)
+				for pos2 := pos + 1; pos2 < 8; pos2++ {
+					w[pos2] = byte(c * 7)
+					check(w)
 				}
 			}
-		}()
+		}
 	}
-	wg.Wait()
-	if n := len(r.Names()); n != 1+8*10 {
-		t.Errorf("%d names", n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1 << 20 {
+		var w [8]byte
+		for i := range w {
+			w[i] = byte(0x1e + rng.IntN(0x64))
+			if rng.IntN(16) == 0 {
+				w[i] = byte(rng.IntN(256))
+			}
+		}
+		check(w)
+	}
+}
+
+// cleanByStr scans doc, JSON whose strings need no escapes, as a
+// check-mode walk does, and returns every string with str's verdict on it.
+func cleanByStr(t testing.TB, doc []byte) (strs []string, clean []bool) {
+	t.Helper()
+	p := checker(doc, new(scratch), 1)
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '"' {
+			continue
+		}
+		p.pos = i
+		s, c, ok := p.str()
+		if !ok {
+			t.Fatalf("str failed at %d in %q", i, doc)
+		}
+		strs, clean = append(strs, s), append(clean, c)
+		i = p.pos - 1
+	}
+	return strs, clean
+}
+
+// stringsDoc is a JSON array holding strs, which need no escapes.
+func stringsDoc(strs ...string) []byte {
+	return []byte(`["` + strings.Join(strs, `","`) + `"]`)
+}
+
+// BenchmarkDecode is the decoding stage of the full path, one of the stages
+// BenchmarkValidateMediaIntentFull splits into, so that a regression can be
+// traced to its stage.
+func BenchmarkDecode(b *testing.B) {
+	doc := testdoc.MediaIntent(2193, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeObject(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeEncodingJSON is the baseline decodeObject replaces.
+func BenchmarkDecodeEncodingJSON(b *testing.B) {
+	doc := testdoc.MediaIntent(2193, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		d := json.NewDecoder(bytes.NewReader(doc))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
