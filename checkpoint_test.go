@@ -630,7 +630,9 @@ const restartChildPuts = 5
 // of CheckpointBytes and exiting: the journal on disk and each process's
 // replay stay under the ceiling.
 func TestRestartingWriterProcessesJournalBounded(t *testing.T) {
-	t.Parallel()
+	// Serial: it forks child processes, and from fork to exec a child
+	// holds this process's flocks (the stores' LOCK files), which a
+	// parallel test's Open would find taken.
 	const processes = 30
 	opts := restartChildOptions(t.TempDir())
 	boundedAcross(t, opts, processes, 2, func(gen int) (lifetime, error) {

@@ -153,7 +153,9 @@ type ackedOp struct {
 // acknowledged write is present or superseded by a later one, and
 // revisions never go backwards.
 func TestCrashKillNoAcknowledgedWriteLost(t *testing.T) {
-	t.Parallel()
+	// Serial: it forks child processes, and from fork to exec a child
+	// holds this process's flocks (the stores' LOCK files), which a
+	// parallel test's Open would find taken.
 	crashKillLoop(t, "")
 }
 

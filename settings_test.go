@@ -427,7 +427,9 @@ func settingsCrashWriter(dir string) {
 // every byte outside [state_store], and the reopened store serves every
 // acknowledged mutation; no temporary file is left behind.
 func TestSettingsCrashDuringRewrite(t *testing.T) {
-	t.Parallel()
+	// Serial: it forks child processes, and from fork to exec a child
+	// holds this process's flocks (the stores' LOCK files), which a
+	// parallel test's Open would find taken.
 	iterations := 25
 	if testing.Short() {
 		iterations = 5
@@ -507,7 +509,9 @@ func TestSettingsCrashDuringRewrite(t *testing.T) {
 // and watchers hear nothing. Without root a read-only directory refuses
 // the temporary file; as root (CI) a full tmpfs refuses the bytes.
 func TestSettingsFailedWrite(t *testing.T) {
-	t.Parallel()
+	// Serial: it forks child processes, and from fork to exec a child
+	// holds this process's flocks (the stores' LOCK files), which a
+	// parallel test's Open would find taken.
 	t.Run("read-only directory", func(t *testing.T) {
 		if os.Geteuid() == 0 {
 			t.Skip("root ignores directory permissions; the full-tmpfs case covers root")

@@ -186,7 +186,9 @@ func TestLockReleasedWhenHolderDies(t *testing.T) {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
-	t.Parallel()
+	// Serial: it forks a child, and from fork to exec a child holds this
+	// process's flocks, which a parallel test retaking its lock would find
+	// taken.
 	path := filepath.Join(t.TempDir(), "LOCK")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockReleasedWhenHolderDies$")
 	cmd.Env = append(os.Environ(), lockHolderEnv+"="+path)
