@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -202,5 +203,60 @@ func untilBlockedIn(t *testing.T, fn, state string, done <-chan error, what stri
 		default:
 		}
 		runtime.Gosched()
+	}
+}
+
+func TestTruncateFront(t *testing.T) {
+	t.Parallel()
+	dir, recs := writeJournal(t, 50, 700)
+	j, _ := openJournal(t, dir, 700)
+	if err := j.TruncateFront(31); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j, _ = openJournal(t, dir, 700)
+	defer j.Close()
+	if j.FirstIndex() != 31 || j.LastIndex() != uint64(len(recs)) {
+		t.Fatalf("range %d..%d after truncation", j.FirstIndex(), j.LastIndex())
+	}
+	var got []*Record
+	j.Replay(31, func(idx uint64, r *Record) error { got = append(got, r); return nil })
+	if !reflect.DeepEqual(got, recs[30:]) {
+		t.Fatalf("replay after truncation: %d records", len(got))
+	}
+	// Truncating everything leaves an empty journal that continues the indexes.
+	next := uint64(len(recs) + 1)
+	if err := j.TruncateFront(next); err != nil {
+		t.Fatal(err)
+	}
+	if first, err := j.Append([]*Record{testRecord(51)}); err != nil || first != next {
+		t.Fatalf("append after full truncation: %d %v", first, err)
+	}
+}
+
+func TestFinishInterruptedTruncation(t *testing.T) {
+	t.Parallel()
+	dir, recs := writeJournal(t, 50, 700)
+	segs, _ := ListSegments(dir)
+	// A crash after tidwall/wal wrote the .START marker but before it
+	// removed the old segments: open must complete the truncation.
+	target := segs[2].Start + 1
+	var ebuf []byte
+	data, _ := os.ReadFile(segs[2].Path)
+	offs := entryOffsets(t, segs[2].Path)
+	ebuf = data[offs[1]:]
+	os.WriteFile(filepath.Join(dir, segmentName(target)+".START"), ebuf, 0o644)
+	os.WriteFile(filepath.Join(dir, segmentName(target)+".START.TEMP"), []byte("junk"), 0o644)
+	j, _ := openJournal(t, dir, 700)
+	defer j.Close()
+	if j.FirstIndex() != target {
+		t.Fatalf("first index %d, want %d", j.FirstIndex(), target)
+	}
+	var got []*Record
+	if err := j.Replay(target, func(idx uint64, r *Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, recs[target-1:]) {
+		t.Fatalf("replay after finishing truncation: %d records", len(got))
 	}
 }
