@@ -5,14 +5,13 @@ import (
 
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/fault"
-	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 )
 
 // StoreDirName is the directory, inside Options.Dir, that holds a store's
 // files: the journal, checkpoints, the quarantine and the LOCK file.
-const StoreDirName = recovery.StoreDirName
+const StoreDirName = "state-store"
 
 // Options configure Open.
 type Options struct {

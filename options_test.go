@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 )
 
@@ -19,6 +20,9 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 	f := newFixture(t)
 	if got, want := f.s.Limits(), quota.Default(); got != want {
 		t.Errorf("limits %+v, want the defaults %+v", got, want)
+	}
+	if statestore.StoreDirName != recovery.StoreDirName {
+		t.Errorf("the store keeps its files in %q, the tools look in %q", statestore.StoreDirName, recovery.StoreDirName)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, statestore.StoreDirName, "LOCK")); err != nil {
 		t.Errorf("the store's files are not in Dir/%s: %v", statestore.StoreDirName, err)

@@ -35,7 +35,8 @@ type State struct {
 }
 
 // StoreDirName is the directory, inside a store's Dir, that holds its
-// files: the journal, checkpoints, the quarantine and the LOCK file.
+// files: the journal, checkpoints, the quarantine and the LOCK file. It is
+// statestore.StoreDirName (a test holds the two equal).
 const StoreDirName = "state-store"
 
 // LoadOptions are the bounds and schemas a store runs with; zero fields
