@@ -130,13 +130,8 @@ func (l journalLog) Durable() uint64 { return l.j.LastIndex() }
 func (l journalLog) Poll() { l.j.Poll() }
 
 // usageOf is the store-wide part of the quotas' usage (namespaces holding
-// entries, value bytes) of the namespaces held in the given homes.
-func usageOf(homes ...backend) quota.Usage {
-	var u quota.Usage
-	for _, h := range homes {
-		_, bytes, nss := h.published().Totals()
-		u.TotalBytes += bytes
-		u.Namespaces += nss
-	}
-	return u
+// entries, value bytes) of the namespaces held in home.
+func usageOf(home backend) quota.Usage {
+	_, bytes, nss := home.published().Totals()
+	return quota.Usage{TotalBytes: bytes, Namespaces: nss}
 }

@@ -169,6 +169,16 @@ func submitAsync(p *pipeline, o *op) <-chan answer {
 	return c
 }
 
+// submitMany submits n puts with expect x of keys prefix00, prefix01, ...,
+// each in its own goroutine, and returns where their answers will arrive.
+func submitMany(p *pipeline, prefix string, n int, x Expect) []<-chan answer {
+	var c []<-chan answer
+	for i := range n {
+		c = append(c, submitAsync(p, putOp(fmt.Sprintf("%s%02d", prefix, i), x)))
+	}
+	return c
+}
+
 // waitFor waits until count reports at least n of what it counts.
 func waitFor(t *testing.T, what string, n int, count func() int) {
 	t.Helper()
@@ -243,10 +253,7 @@ func TestPipelinePoisonsAfterFailedSync(t *testing.T) {
 	<-log.entered // batch 1 (a) is in its sync
 	// While it syncs, enough ops queue for the write stage to admit them
 	// on top of it: b is created in a batch built on a's.
-	var rest []<-chan answer
-	for i := range minWriteBatch {
-		rest = append(rest, submitAsync(p, putOp(fmt.Sprintf("b%02d", i), CreateOnly)))
-	}
+	rest := submitMany(p, "b", minWriteBatch, CreateOnly)
 	waitWritten(t, log, 2)
 	log.hold <- syscall.EIO // batch 1's sync fails
 	if a := <-first; CodeOf(a.err) != Storage {
@@ -289,16 +296,9 @@ func TestPipelinePublishesWhatWasSynced(t *testing.T) {
 	p, home := newFakePipeline(t, log)
 	first := submitAsync(p, putOp("a", CreateOnly))
 	<-log.entered // batch 1 (index 1) syncing: the next two are written meanwhile
-	batch := func(prefix string) []<-chan answer {
-		var c []<-chan answer
-		for i := range minWriteBatch {
-			c = append(c, submitAsync(p, putOp(fmt.Sprintf("%s%02d", prefix, i), CreateOnly)))
-		}
-		return c
-	}
-	second := batch("b")
+	second := submitMany(p, "b", minWriteBatch, CreateOnly)
 	waitWritten(t, log, 2)
-	third := batch("c")
+	third := submitMany(p, "c", minWriteBatch, CreateOnly)
 	waitWritten(t, log, 3)
 	log.hold <- nil
 	if a := <-first; a.err != nil {
@@ -338,10 +338,7 @@ func TestPipelineBatchLimits(t *testing.T) {
 	p, _ := newFakePipeline(t, log)
 	first := submitAsync(p, putOp("first", CreateOnly))
 	<-log.entered
-	var waiting []<-chan answer
-	for i := range minWriteBatch - 1 {
-		waiting = append(waiting, submitAsync(p, putOp(fmt.Sprintf("w%02d", i), CreateOnly)))
-	}
+	waiting := submitMany(p, "w", minWriteBatch-1, CreateOnly)
 	waitQueued(t, p, minWriteBatch-1)
 	log.mu.Lock()
 	writes := len(log.writes)
@@ -368,9 +365,7 @@ func TestPipelineBatchLimits(t *testing.T) {
 	const n = maxBatch + 88
 	var answers []<-chan answer
 	err := p2.exclusive(func() error {
-		for i := range n {
-			answers = append(answers, submitAsync(p2, putOp(fmt.Sprintf("k%03d", i), Expect{})))
-		}
+		answers = submitMany(p2, "k", n, Expect{})
 		waitQueued(t, p2, n)
 		return nil
 	})

@@ -96,17 +96,18 @@ func open(s *Store) error {
 		return err
 	}
 	s.openReport.Checkpoint, s.openReport.Replayed = st.Checkpoint, st.Replayed
-	assemble(s, st)
+	adm := assemble(s, st)
 	// Purge overdue leases before anything is served, exactly as if they
 	// had lapsed while running.
-	if s.openReport.Expired, err = purgeOverdue(s.pipe, admissionOf(s, nil), jnl, st.View); err != nil {
+	if s.openReport.Expired, err = purgeOverdue(s.pipe, adm, jnl, st.View); err != nil {
 		return err
 	}
 	if s.opts.Settings != "" {
 		if s.settings, err = openSettings(s.opts.Settings, s.chk, s.home.published()); err != nil {
 			return err
 		}
-		s.settings.adm = *admissionOf(s, s.home)
+		// The journal's namespaces are the settings' other home.
+		s.settings.adm = admission{limits: s.limits, clock: s.clock, others: func() quota.Usage { return usageOf(s.home) }}
 		s.settings.pipe = s.pipe
 	}
 	// Everything replayed is served from here on: a later open must find it.
@@ -129,8 +130,9 @@ func open(s *Store) error {
 
 // assemble builds the store's layers on the state st that recovery rebuilt:
 // the journal's home publishing st.View, the pipeline committing to the
-// journal on top of it, the checkpointer and the expiry loop.
-func assemble(s *Store, st *recovery.State) {
+// journal on top of it, the checkpointer and the expiry loop. It returns
+// the journal's admission.
+func assemble(s *Store, st *recovery.State) *admission {
 	s.home = &journalBackend{index: s.jnl.LastIndex()}
 	s.home.view.Store(st.View)
 	s.ckpt = &checkpointer{root: s.root, fs: disk.FS{Faults: s.opts.Faults}, jnl: s.jnl, home: s.home, clock: s.clock, log: s.log, metrics: s.metrics,
@@ -139,8 +141,14 @@ func assemble(s *Store, st *recovery.State) {
 		s.ckpt.unloadable[path] = true
 	}
 	s.leases = newExpirer(s.clock, s.home.published, s.home.expire)
-	adm := admissionOf(s, nil)
-	adm.reserve = s.jnl.CheckReserve
+	// The settings-backed namespaces, once opened, are the journal's other
+	// home.
+	adm := &admission{limits: s.limits, clock: s.clock, reserve: s.jnl.CheckReserve, others: func() quota.Usage {
+		if s.settings == nil {
+			return quota.Usage{}
+		}
+		return usageOf(s.settings)
+	}}
 	s.pipe = newPipeline(commitEnv{
 		log:       journalLog{s.jnl},
 		admit:     adm.admitAll,
@@ -158,24 +166,7 @@ func assemble(s *Store, st *recovery.State) {
 		metrics: s.metrics,
 	})
 	s.home.pipe = s.pipe
-}
-
-// admissionOf is the admission of the namespaces whose other homes are
-// others (nil: the settings-backed ones, once opened, are the journal's
-// other home).
-func admissionOf(s *Store, others backend) *admission {
-	a := &admission{limits: s.limits, clock: s.clock}
-	if others != nil {
-		a.others = func() quota.Usage { return usageOf(others) }
-	} else {
-		a.others = func() quota.Usage {
-			if s.settings == nil {
-				return quota.Usage{}
-			}
-			return usageOf(s.settings)
-		}
-	}
-	return a
+	return adm
 }
 
 // purgeOverdue commits one EXPIRE per lease of view that is due now, for

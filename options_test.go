@@ -39,14 +39,16 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 		{"no Dir", statestore.Options{}, "Dir"},
 		{"negative limit", statestore.Options{Limits: quota.Limits{MaxEntriesPerNamespace: -1}}, "Limits"},
 	} {
-		dir := t.TempDir()
-		if tc.opts.Dir == "" && tc.field != "Dir" {
+		// Without Dir, a store would land in the working directory.
+		dir := "."
+		if tc.field != "Dir" {
+			dir = t.TempDir()
 			tc.opts.Dir = dir
 		}
 		_, err := statestore.Open(tc.opts)
 		wantCode(t, err, statestore.InvalidArgument, tc.field)
-		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-			t.Errorf("%s: the refused Open created %d files", tc.name, len(entries))
+		if _, err := os.Stat(filepath.Join(dir, statestore.StoreDirName)); !os.IsNotExist(err) {
+			t.Errorf("%s: the refused Open created %s in %s (%v)", tc.name, statestore.StoreDirName, dir, err)
 		}
 	}
 }

@@ -131,7 +131,8 @@ func (s *Store) Close() error {
 	// Background checkpoints were started while the store was open; let
 	// them finish, then keep an explicit Checkpoint out until the files
 	// are closed: any that starts later sees shut and refuses.
-	defer s.ckpt.quiesce()()
+	release := s.ckpt.quiesce()
+	defer release()
 	s.watches.Stop() // every watch gets STORE_CLOSED
 	err := s.jnl.Close()
 	return errors.Join(err, s.settings.close(), s.lock.Release())
