@@ -50,7 +50,7 @@ func sha(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, path))
 	if err != nil {
-		t.Fatalf("%v (the manifest lists it; rebuild: cd webclient && npm ci && npm run build)", err)
+		t.Fatalf("%v (the manifest lists it; rebuild: cd wire/webclient && npm ci && npm run build)", err)
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
@@ -65,7 +65,7 @@ func TestBundleIsCurrent(t *testing.T) {
 	for _, m := range []map[string]string{inputs, outputs} {
 		for path, want := range m {
 			if got := sha(t, path); got != want {
-				t.Errorf("%s changed since the bundle was built (sha256 %s, built from %s): run cd webclient && npm ci && npm run build, and commit dist/", path, got, want)
+				t.Errorf("%s changed since the bundle was built (sha256 %s, built from %s): run cd wire/webclient && npm ci && npm run build, and commit dist/", path, got, want)
 			}
 		}
 	}
