@@ -32,6 +32,7 @@ package mediasim
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"sort"
@@ -87,6 +88,10 @@ type Server struct {
 	calls    []Call
 	seq      int
 	changed  chan struct{}
+	// changes counts changedLocked calls and epoch names this Server, so
+	// the HTTP API's long poll can tell a client what it missed (http.go).
+	changes uint64
+	epoch   string
 }
 
 type group struct {
@@ -96,13 +101,14 @@ type group struct {
 
 // New returns a server with no sources.
 func New() *Server {
-	return &Server{sources: map[string]*source{}, bindings: map[string]*bindingRec{}, groups: map[string]*group{}, changed: make(chan struct{})}
+	return &Server{sources: map[string]*source{}, bindings: map[string]*bindingRec{}, groups: map[string]*group{}, changed: make(chan struct{}), epoch: rand.Text()}
 }
 
 // changedLocked wakes every Changed waiter.
 func (s *Server) changedLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.changes++
 }
 
 func (s *Server) nextID(prefix string) string {
