@@ -3,6 +3,14 @@
 // and, per principal, reconcile.Media, with the behaviours the
 // specification makes workers cope with.
 //
+// Worker processes reach a Server of the test's process over HTTP:
+// Server.Handler serves the operations workers call (Source, the change
+// counter as a long poll, the four media commands and Join) as JSON, and
+// Dial returns a Remote that implements reconcile.Capabilities,
+// reconcile.Media and Join over it, as one principal. The principal is a
+// request header the simulator believes, so serve it on loopback only; it
+// is a test simulator, not an authenticated API.
+//
 // # Invariants
 //
 //  1. A source's session ID changes every time it connects; when it leaves,
@@ -28,10 +36,46 @@
 //     was never, sent.
 //     Code: Client.log, Server.Calls.
 //     Tests: TestEveryCommandIsLogged.
+//  6. Over HTTP every operation gives the same result and the same error
+//     as in process: a refusal crosses field by field and comes back as
+//     the same type (a *reconcile.CommandError with its command, code and
+//     message, a *JoinRefusedError), so errors.As, errors.Is and
+//     reconcile's code checks treat both alike. A request that gets no
+//     result and no refusal (the server gone, a wrong URL) is a
+//     *RequestError naming the operation, the URL and the status, never a
+//     refusal, so reconcile reports it as Failed and retries, never as
+//     Invalid. A malformed request gets 400 and changes nothing.
+//     Code: Server.Handler, command, refusalOf, refusal.err, Remote.do, Remote.call.
+//     Tests: TestRemoteMatchesInProcess, TestRequestErrorNamesOperationAndURL, TestHandlerRejectsBadRequests,
+//     reconcile.TestScenario4TranscoderOwnsOutputVariant, reconcile.TestScenario5ViewerWaitsForReadyVariant.
+//  7. Remote.Changed never misses a change made after the call: the poller
+//     waits past the counter of its last answer, so a change made while a
+//     poll or its answer is on its way moves the counter past it; a new
+//     epoch (another Server) counts as a change. The first answer after a
+//     failed request closes the channel whatever its counter, so a command
+//     that failed because the server was unreachable is retried once it
+//     answers, although no capability changed.
+//     Code: Remote.Changed, Remote.poll, Remote.call, Server.serveChanged, Server.changeState.
+//     Tests: TestChangedFiresOnServerSideChanges, TestChangedNeverMissesAChange,
+//     TestOutageKeepsSourceAndWakesChanged, reconcile.TestRemoteTransientFailureIsRetried.
+//  8. While the server is unreachable, Remote.Source answers what it last
+//     answered for that source, so a failed request never makes a bound
+//     source look disconnected (reconcile would forget a binding the
+//     server still holds).
+//     Code: Remote.Source.
+//     Tests: TestOutageKeepsSourceAndWakesChanged.
+//  9. A Remote is bounded: one poller goroutine, started by the first
+//     Changed and ended (and waited for) by Close; a long poll held at most
+//     MaxPollWait, every other request at most RequestTimeout; bodies read
+//     up to fixed bounds; failed requests retried after a back-off that
+//     doubles from RetryMin to RetryMax.
+//     Code: Remote.Close, Remote.poll, Remote.backoff, Remote.do, Dial.
+//     Tests: TestCloseEndsThePoller, TestDialRejectsBadArguments, TestHandlerRejectsBadRequests.
 package mediasim
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"sort"
@@ -87,6 +131,10 @@ type Server struct {
 	calls    []Call
 	seq      int
 	changed  chan struct{}
+	// changes counts changedLocked calls and epoch names this Server, so
+	// the HTTP API's long poll can tell a client what it missed (http.go).
+	changes uint64
+	epoch   string
 }
 
 type group struct {
@@ -96,13 +144,14 @@ type group struct {
 
 // New returns a server with no sources.
 func New() *Server {
-	return &Server{sources: map[string]*source{}, bindings: map[string]*bindingRec{}, groups: map[string]*group{}, changed: make(chan struct{})}
+	return &Server{sources: map[string]*source{}, bindings: map[string]*bindingRec{}, groups: map[string]*group{}, changed: make(chan struct{}), epoch: rand.Text()}
 }
 
 // changedLocked wakes every Changed waiter.
 func (s *Server) changedLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.changes++
 }
 
 func (s *Server) nextID(prefix string) string {

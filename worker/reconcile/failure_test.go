@@ -21,10 +21,11 @@ const userNS = "user/alice"
 
 var alice = statestore.Principal{ID: "alice"}
 
-func startViewer(t *testing.T, st *storetest.Store, sim *mediasim.Server) *testWorker {
-	return startWorker(t, st, sim, alice, func(c *reconcile.Config) {
+func startViewer(t *testing.T, st *storetest.Store, sim *mediasim.Server, mods ...func(*reconcile.Config)) *testWorker {
+	viewer := func(c *reconcile.Config) {
 		c.Namespace, c.IntentPrefix, c.Holder = userNS, "subscriptions/", "alice-browser"
-	})
+	}
+	return startWorker(t, st, sim, alice, append([]func(*reconcile.Config){viewer}, mods...)...)
 }
 
 // readySource brings front-door up with the 720p variant ready.

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"runtime/pprof"
 	"testing"
@@ -41,8 +42,10 @@ type testWorker struct {
 	done    chan error
 }
 
-// startWorker runs a reconciler as principal p (holder p.ID) on st.
-func startWorker(t *testing.T, st *storetest.Store, sim *mediasim.Server, p statestore.Principal, mod func(*reconcile.Config)) *testWorker {
+// startWorker runs a reconciler as principal p (holder p.ID) on st,
+// reaching sim in process unless a mod (applied in order; nil ones
+// skipped) says otherwise.
+func startWorker(t *testing.T, st *storetest.Store, sim *mediasim.Server, p statestore.Principal, mods ...func(*reconcile.Config)) *testWorker {
 	t.Helper()
 	w := &testWorker{t: t, name: p.ID, events: make(chan reconcile.Event, 4096), done: make(chan error, 1)}
 	cfg := reconcile.Config{
@@ -51,8 +54,10 @@ func startWorker(t *testing.T, st *storetest.Store, sim *mediasim.Server, p stat
 		Lease:   lease.Config{TTL: leaseTTL, Jitter: -1},
 		Observe: func(e reconcile.Event) { w.events <- e },
 	}
-	if mod != nil {
-		mod(&cfg)
+	for _, mod := range mods {
+		if mod != nil {
+			mod(&cfg)
+		}
 	}
 	r, err := reconcile.New(cfg)
 	if err != nil {
@@ -72,6 +77,36 @@ func startWorker(t *testing.T, st *storetest.Store, sim *mediasim.Server, p stat
 }
 
 func withLeases(c *reconcile.Config) { c.LeasePrefix = "leases/" }
+
+// mediaLink is how a scenario's workers reach the simulator.
+type mediaLink struct {
+	name string
+	// media returns the mod that points principal's worker at sim.
+	media func(t *testing.T, sim *mediasim.Server, principal string) func(*reconcile.Config)
+}
+
+// mediaLinks: in process (the Server and its Client), and over the
+// simulator's HTTP API on loopback (a mediasim.Remote per worker, as a
+// worker process has), for scenarios that must come out the same.
+var mediaLinks = []mediaLink{
+	{"in-process", func(*testing.T, *mediasim.Server, string) func(*reconcile.Config) { return nil }},
+	{"http", func(t *testing.T, sim *mediasim.Server, principal string) func(*reconcile.Config) {
+		return viaHTTP(t, httptest.NewServer(sim.Handler()), principal)
+	}},
+}
+
+// viaHTTP dials principal's Remote on srv, closed (and srv after it) when
+// the test ends: the worker, whose cleanup comes later, stops first.
+func viaHTTP(t *testing.T, srv *httptest.Server, principal string) func(*reconcile.Config) {
+	t.Helper()
+	t.Cleanup(srv.Close)
+	r, err := mediasim.Dial(srv.URL, principal, mediasim.RemoteOptions{RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return func(c *reconcile.Config) { c.Capabilities, c.Media = r, r }
+}
 
 // stop ends the worker as a crash would: no release, no StopPublication.
 func (w *testWorker) stop() {

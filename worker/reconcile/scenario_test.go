@@ -16,21 +16,31 @@ import (
 // publication intent only after resolving current capabilities and owns
 // the actual output variant; a second worker loses the lease and stays
 // standby; when topology changes under the holder, StartPublication's
-// conflict is reported and retried, never overridden by the lease.
+// conflict is reported and retried, never overridden by the lease. It runs
+// with the workers reaching the simulator in process and over HTTP.
 func TestScenario4TranscoderOwnsOutputVariant(t *testing.T) {
 	t.Parallel()
+	for _, link := range mediaLinks {
+		t.Run(link.name, func(t *testing.T) {
+			t.Parallel()
+			scenario4(t, link)
+		})
+	}
+}
+
+func scenario4(t *testing.T, link mediaLink) {
 	st := openStore(t)
 	sim := mediasim.New()
 	const key, name = "intents/front-door-video-720p", "front-door-video-720p"
 	leaseKey := "leases/front-door-video-" + out720
 	written := putIntent(t, st, coordinator, serviceNS, key, publishIntent(), 0)
 
-	w1 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases)
+	w1 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-1", Admin: true}, withLeases, link.media(t, sim, "transcoder-1"))
 	if ev := w1.waitFor(reconcile.EventClaimed, key); !strings.Contains(ev.Detail, leaseKey) {
 		t.Fatalf("claimed %q, want the lease %s", ev.Detail, leaseKey)
 	}
 	w1.waitFor(reconcile.EventWaiting, key) // no source session yet
-	w2 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-2", Admin: true}, withLeases)
+	w2 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-2", Admin: true}, withLeases, link.media(t, sim, "transcoder-2"))
 	if ev := w2.waitFor(reconcile.EventStandby, key); !strings.Contains(ev.Detail, "held by transcoder-1") {
 		t.Fatalf("standby %q", ev.Detail)
 	}
@@ -111,9 +121,19 @@ func TestScenario4TranscoderOwnsOutputVariant(t *testing.T) {
 // TestScenario5ViewerWaitsForReadyVariant: a viewer's subscription intent
 // picks a variant and subscribes only once it is ready; one that never
 // becomes ready never produces a Subscribe; one without a variant leaves
-// the choice to automatic selection.
+// the choice to automatic selection. It runs with the viewer reaching the
+// simulator in process and over HTTP.
 func TestScenario5ViewerWaitsForReadyVariant(t *testing.T) {
 	t.Parallel()
+	for _, link := range mediaLinks {
+		t.Run(link.name, func(t *testing.T) {
+			t.Parallel()
+			scenario5(t, link)
+		})
+	}
+}
+
+func scenario5(t *testing.T, link mediaLink) {
 	st := openStore(t)
 	sim := mediasim.New()
 	const ns = "user/alice"
@@ -124,7 +144,7 @@ func TestScenario5ViewerWaitsForReadyVariant(t *testing.T) {
 	putIntent(t, st, alice, ns, auto, subscribeIntent(""), 0)
 	viewer := startWorker(t, st, sim, alice, func(c *reconcile.Config) {
 		c.Namespace, c.IntentPrefix, c.Holder = ns, "subscriptions/", "alice-browser"
-	})
+	}, link.media(t, sim, alice.ID))
 	for _, k := range []string{exact, never, auto} {
 		viewer.waitFor(reconcile.EventWaiting, k)
 	}
