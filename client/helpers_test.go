@@ -374,12 +374,22 @@ func (l *recordLink) Deliver(m watch.Message) error {
 	case *watch.Closed:
 		s = fmt.Sprintf("closed %s %s", m.WatchID, m.Reason)
 	}
+	l.mu.Lock()
+	refuse := l.refuse
+	l.mu.Unlock()
 	var err error
-	if l.refuse != nil {
-		err = l.refuse(m)
+	if refuse != nil {
+		err = refuse(m)
 	}
 	l.add(s)
 	return err
+}
+
+// setRefuse makes Deliver return refuse's error (nil: accept everything).
+func (l *recordLink) setRefuse(refuse func(watch.Message) error) {
+	l.mu.Lock()
+	l.refuse = refuse
+	l.mu.Unlock()
 }
 
 func (l *recordLink) Disconnected() { l.add("disconnected") }

@@ -52,7 +52,7 @@ type Linked struct {
 // linkItem is one thing to tell the Link.
 type linkItem struct {
 	msg          watch.Message
-	cn           *conn // the connection msg came on
+	route        *linkRoute // the watch msg belongs to
 	disconnected bool
 	reconnected  bool
 }
@@ -95,9 +95,10 @@ func (k *Linked) push(it linkItem) {
 func (k *Linked) run() {
 	defer k.c.wg.Done()
 	defer close(k.done)
-	// failed holds the watches whose Deliver failed on a connection: the
-	// rest of their messages go nowhere, as after a closure.
-	failed := map[string]*conn{}
+	// failed holds the watches whose Deliver failed: the rest of their
+	// messages go nowhere, as after a closure. A route is one WatchState,
+	// so a later watch under the same id is not mistaken for it.
+	failed := map[*linkRoute]bool{}
 	for {
 		select {
 		case <-k.quit:
@@ -134,33 +135,24 @@ func (k *Linked) run() {
 
 // deliver hands one watch message to the Link; a refusal closes the watch
 // as the store's registry does when its Sink refuses.
-func (k *Linked) deliver(it linkItem, failed map[string]*conn) {
-	var id string
-	reason := watch.BufferOverflow
-	switch m := it.msg.(type) {
-	case *watch.Snapshot:
-		id, reason = m.WatchID, watch.SnapshotDeliveryFailed
-	case *watch.Update:
-		id = m.WatchID
-	case *watch.Closed:
-		id = m.WatchID
-	}
-	if cn, ok := failed[id]; ok && cn == it.cn {
+func (k *Linked) deliver(it linkItem, failed map[*linkRoute]bool) {
+	if failed[it.route] {
 		return
 	}
-	if _, isClosed := it.msg.(*watch.Closed); isClosed {
-		delete(failed, id)
-	}
 	err := k.l.Deliver(it.msg)
+	reason := watch.BufferOverflow
+	switch it.msg.(type) {
+	case *watch.Closed:
+		return // the watch's last message, offered once (best effort)
+	case *watch.Snapshot:
+		reason = watch.SnapshotDeliveryFailed
+	}
 	if err == nil {
 		return
 	}
-	if _, isClosed := it.msg.(*watch.Closed); isClosed {
-		return // offered once, best effort
-	}
-	failed[id] = it.cn
-	it.cn.forget(id)
-	k.l.Deliver(&watch.Closed{WatchID: id, Reason: reason, Message: "the Link refused a message: " + err.Error()})
+	failed[it.route] = true
+	it.route.cn.forget(it.route.id)
+	k.l.Deliver(&watch.Closed{WatchID: it.route.id, Reason: reason, Message: "the Link refused a message: " + err.Error()})
 }
 
 // halt stops the deliveries.
@@ -227,7 +219,7 @@ func (k *Linked) Watch(watchID, namespace, prefix string) (uint64, []*materializ
 	if err != nil {
 		return 0, nil, err
 	}
-	r := &linkRoute{k: k, cn: cn, namespace: namespace, prefix: prefix}
+	r := &linkRoute{k: k, cn: cn, id: watchID, namespace: namespace, prefix: prefix}
 	res, err := k.rawCall(cn, func(id uint64) *pb.ClientMessage {
 		return &pb.ClientMessage{Message: &pb.ClientMessage_WatchState{WatchState: &pb.WatchState{
 			RequestId: id, WatchId: watchID, Namespace: namespace, KeyPrefix: prefix}}}
@@ -318,20 +310,21 @@ func (k *Linked) rawReply(cn *conn, build func(id uint64) *pb.ClientMessage, r r
 type linkRoute struct {
 	k         *Linked
 	cn        *conn
+	id        string
 	namespace string
 	prefix    string
 }
 
 func (r *linkRoute) snapshot(requestID uint64, m *pb.StateStoreWatchSnapshot) {
-	r.k.push(linkItem{msg: wire.StoreSnapshot(m, requestID, r.namespace, r.prefix), cn: r.cn})
+	r.k.push(linkItem{msg: wire.StoreSnapshot(m, requestID, r.namespace, r.prefix), route: r})
 }
 
 func (r *linkRoute) update(m *pb.StateStoreWatchUpdate) {
-	r.k.push(linkItem{msg: wire.StoreUpdate(m, r.namespace), cn: r.cn})
+	r.k.push(linkItem{msg: wire.StoreUpdate(m, r.namespace), route: r})
 }
 
 func (r *linkRoute) closed(m *pb.StateStoreWatchClosed) {
-	r.k.push(linkItem{msg: wire.StoreClosed(m), cn: r.cn})
+	r.k.push(linkItem{msg: wire.StoreClosed(m), route: r})
 }
 
 // lost: the Linked hears Disconnected once, for all its watches.

@@ -110,12 +110,12 @@ func TestLinkedDeliverMayCallBack(t *testing.T) {
 	c := dial(t, nil, s.url)
 	link := newRecordLink()
 	var k *client.Linked
-	link.refuse = func(m watch.Message) error {
+	link.setRefuse(func(m watch.Message) error {
 		if u, ok := m.(*watch.Update); ok {
 			return k.Ack(u.WatchID, u.Sequence)
 		}
 		return nil
-	}
+	})
 	k = c.Link(link)
 	if _, _, err := k.Watch("w", "service/ack", ""); err != nil {
 		t.Fatal(err)
@@ -140,12 +140,12 @@ func TestLinkedRefusedDeliveryClosesTheWatch(t *testing.T) {
 	s := startServer(t, serverOptions{})
 	c := dial(t, nil, s.url)
 	link := newRecordLink()
-	link.refuse = func(m watch.Message) error {
+	link.setRefuse(func(m watch.Message) error {
 		if u, ok := m.(*watch.Update); ok && u.WatchID == "w" {
 			return errors.New("the worker's queue is full")
 		}
 		return nil
-	}
+	})
 	k := c.Link(link)
 	if _, _, err := k.Watch("w", "service/refuse", ""); err != nil {
 		t.Fatal(err)
@@ -162,15 +162,23 @@ func TestLinkedRefusedDeliveryClosesTheWatch(t *testing.T) {
 	if got := link.waitFor(t, "snapshot w2 2 entries"); len(got) != 0 {
 		t.Fatalf("the closed watch went on delivering: %v", got)
 	}
+	// A new watch under the refused one's id is delivered in full.
+	link.setRefuse(nil)
+	if _, _, err := k.Watch("w", "service/refuse", ""); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, c, putReq("service/refuse", "c", 3))
+	if got := link.waitFor(t, "update w 1 PUT c"); !slices.Contains(got, "snapshot w 2 entries") {
+		t.Fatalf("the new watch w delivered %v before its update, want its snapshot", got)
+	}
 	// A refused snapshot closes its watch with SNAPSHOT_DELIVERY_FAILED.
-	link.refuse = nil
 	refusing := newRecordLink()
-	refusing.refuse = func(m watch.Message) error {
+	refusing.setRefuse(func(m watch.Message) error {
 		if _, ok := m.(*watch.Snapshot); ok {
 			return errors.New("no room for a snapshot")
 		}
 		return nil
-	}
+	})
 	if _, _, err := c.Link(refusing).Watch("w3", "service/refuse", ""); err != nil {
 		t.Fatal(err)
 	}
