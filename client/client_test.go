@@ -416,6 +416,20 @@ func TestCloseEndsTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Watch.Close removes its watch from the server before returning.
+	gone, err := c.Watch(ctx, "service/a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.store.Stats().Watches.Open; n != 0 {
+		t.Fatalf("%d watches open after Watch.Close", n)
+	}
+	if _, err := gone.Next(ctx); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("Next after Watch.Close: %v", err)
+	}
 	w, err := c.Watch(ctx, "service/a", "")
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@
 //
 //	c, err := client.Dial(ctx, client.Config{Endpoints: []string{"wss://state.example:8765"}, Token: token})
 //	...
-//	e, err := c.Put(ctx, statestore.PutRequest{Namespace: "user/alice", Key: "prefs/theme",
-//		Schema: "keeppeek.media-intent.v1", Document: doc, Expect: statestore.CreateOnly})
+//	e, err := c.Put(ctx, statestore.PutRequest{Namespace: "service/transcoder-a", Key: "intents/front-door-video",
+//		Schema: schema.MediaIntentV1, Document: doc, Expect: statestore.CreateOnly})
 //	var se *statestore.Error
 //	if errors.As(err, &se) && se.Code == statestore.Conflict { ... se.CurrentRevision ... }
 //

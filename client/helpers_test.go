@@ -337,12 +337,15 @@ func wantCode(t testing.TB, err error, code statestore.Code, field string) *stat
 // can see (how many watches it holds).
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(hangGuard)
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("%s: not after %v", what, hangGuard)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

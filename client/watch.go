@@ -71,8 +71,9 @@ type WatchEvent struct {
 // closure by the server for any reason, a lost connection), a replacement
 // watch whose snapshot is delivered as an EventResnapshot. There is no
 // resume token, and nothing of a replaced watch is delivered after its
-// replacement's snapshot. One goroutine calls Next; Close may be called
-// from any.
+// replacement's snapshot: updates of it that Next had not returned yet are
+// dropped, the snapshot holding their effect. One goroutine calls Next;
+// Close may be called from any.
 type Watch struct {
 	c         *Client
 	namespace string

@@ -98,7 +98,10 @@ func TestStalledReaderIsClosedAndResnapshots(t *testing.T) {
 	for i := range bound + 2 {
 		s.put(t, ns, fmt.Sprintf("k%d", i), i)
 	}
-	eventually(t, "the server closes the watch", func() bool { return s.store.Stats().Watches.Open == 0 })
+	// A write returns after its publication, so the watch is closed now.
+	if n := s.store.Stats().Watches.Open; n != 0 {
+		t.Fatalf("%d watches open after %d unacknowledged updates", n, bound+2)
+	}
 	var ev client.WatchEvent
 	// Updates the client received before the closure may come first, in
 	// order; then the replacement.
@@ -140,6 +143,8 @@ func TestUnacknowledgedUpdateTimesOutAndResnapshots(t *testing.T) {
 		t.Fatalf("got %+v, want update 1", u)
 	}
 	clk.Advance(5 * time.Second) // the reader is still applying update 1
+	// The registry's timer fires on its own goroutine; the ack the next
+	// Next sends must not overtake it.
 	eventually(t, "the server closes the watch", func() bool { return s.store.Stats().Watches.Open == 0 })
 	ev := next(t, w)
 	if ev.Kind != client.EventResnapshot || !strings.HasPrefix(ev.Cause, "closed ACK_TIMEOUT: ") || len(ev.Entries) != 1 {
