@@ -1,14 +1,20 @@
-// Package wire turns the store's entries into keeppeek.statestore.v1
-// StateEntry messages and measures, exactly, how many bytes a watch
-// snapshot answer encodes to.
+// Package wire converts between the store's values and their
+// keeppeek.statestore.v1 messages, both ways: entries (StateEntry), update
+// kinds and close reasons, and the watch messages (snapshot, update,
+// closure). It also measures, exactly, how many bytes a watch snapshot
+// answer encodes to.
+//
+// The store's own types (result codes, errors, requests) are converted by
+// wire/wirestore: the store imports this package for SnapshotSize, so only
+// a package above the store can name them.
 //
 // # Invariants
 //
-//  1. Entry carries every field of a store entry, and nothing else; the
-//     document bytes are shared, never copied, so the caller must not
-//     modify them.
-//     Code: Entry.
-//     Tests: TestEntryCarriesEveryField.
+//  1. Entry carries every field of a store entry, and nothing else, and
+//     StoreEntry reverses it; the document bytes are shared, never copied,
+//     so the caller must not modify them.
+//     Code: Entry, StoreEntry.
+//     Tests: TestEntryCarriesEveryField, TestEveryValueRoundTrips.
 //  2. SnapshotSize.Total equals len(proto.Marshal(m)) of the ServerMessage
 //     m that answers the WatchState: ServerMessage.result ->
 //     StateStoreResult{request_id, watch: StateStoreWatchSnapshot{watch_id,
@@ -17,6 +23,15 @@
 //     than an estimate.
 //     Code: SnapshotSize.Add, SnapshotSize.Total, statestore.snapshotBound.check.
 //     Tests: TestSnapshotSizeIsExact, dispatch.TestSnapshotBoundIsExact.
+//  3. Every update kind and close reason maps to the wire value of the same
+//     spelling and back, every wire value but UNSPECIFIED is reached, and
+//     UNSPECIFIED or an unknown wire value maps to the invalid zero value
+//     (reported as not found), never to a valid one. Snapshot, update and
+//     closure messages round-trip through Snapshot/StoreSnapshot,
+//     Update/StoreUpdate and Closed/StoreClosed.
+//     Code: Kind, StoreKind, Reason, StoreReason, Snapshot, StoreSnapshot, Update, StoreUpdate,
+//     Closed, StoreClosed.
+//     Tests: TestEveryValueRoundTrips, TestWatchMessagesRoundTrip.
 package wire
 
 import (

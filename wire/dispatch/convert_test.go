@@ -6,70 +6,8 @@ import (
 	"testing"
 
 	"github.com/keeppeek/statestore"
-	"github.com/keeppeek/statestore/watch"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
-
-// TestEveryValueMaps checks the conversion tables both ways: every store
-// value maps to the wire value of the same spelling, and every wire value
-// but UNSPECIFIED is reached.
-func TestEveryValueMaps(t *testing.T) {
-	t.Parallel()
-	t.Run("codes", func(t *testing.T) {
-		t.Parallel()
-		reached := map[pb.StateStoreErrorCode]bool{}
-		for c := statestore.NotFound; c <= statestore.Unavailable; c++ {
-			w := WireCode(c)
-			if want := "STATE_STORE_ERROR_CODE_" + c.String(); w.String() != want {
-				t.Errorf("%v maps to %v, want %s", c, w, want)
-			}
-			reached[w] = true
-		}
-		checkReached(t, pb.StateStoreErrorCode(0).Descriptor().Values().Len(), len(reached))
-		if WireCode(statestore.OK) != 0 || WireCode(statestore.Unavailable+1) != 0 {
-			t.Error("OK or an unknown code maps to a wire code")
-		}
-	})
-	t.Run("kinds", func(t *testing.T) {
-		t.Parallel()
-		reached := map[pb.StateStoreWatchUpdateKind]bool{}
-		for k := watch.Put; k <= watch.Expire; k++ {
-			w := WireKind(k)
-			if want := "STATE_STORE_WATCH_UPDATE_KIND_" + k.String(); w.String() != want {
-				t.Errorf("%v maps to %v, want %s", k, w, want)
-			}
-			reached[w] = true
-		}
-		checkReached(t, pb.StateStoreWatchUpdateKind(0).Descriptor().Values().Len(), len(reached))
-		if WireKind(0) != 0 || WireKind(watch.Expire+1) != 0 {
-			t.Error("an invalid kind maps to a wire kind")
-		}
-	})
-	t.Run("reasons", func(t *testing.T) {
-		t.Parallel()
-		reached := map[pb.StateStoreWatchCloseReason]bool{}
-		for r := watch.BufferOverflow; r <= watch.Restored; r++ {
-			w := WireReason(r)
-			if want := "STATE_STORE_WATCH_CLOSE_REASON_" + r.String(); w.String() != want {
-				t.Errorf("%v maps to %v, want %s", r, w, want)
-			}
-			reached[w] = true
-		}
-		checkReached(t, pb.StateStoreWatchCloseReason(0).Descriptor().Values().Len(), len(reached))
-		if WireReason(0) != 0 || WireReason(watch.Restored+1) != 0 {
-			t.Error("an invalid reason maps to a wire reason")
-		}
-	})
-}
-
-// checkReached: every enum value but UNSPECIFIED was reached, each once
-// (distinct store values map to distinct wire values).
-func checkReached(t *testing.T, values, reached int) {
-	t.Helper()
-	if reached != values-1 {
-		t.Errorf("%d wire values reached, the enum has %d besides UNSPECIFIED", reached, values-1)
-	}
-}
 
 func TestErrorMessageCarriesFieldAndRevision(t *testing.T) {
 	t.Parallel()

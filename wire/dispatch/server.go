@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sync"
-	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/watch"
 	"github.com/keeppeek/statestore/wire/framing"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/wire/wirestore"
 )
 
 // Options bound one session. Zero fields take the defaults.
@@ -387,22 +386,6 @@ func (ss *session) release(id uint64) {
 	ss.mu.Unlock()
 }
 
-func expectation(rev *uint64) statestore.Expect {
-	if rev == nil {
-		return statestore.Expect{}
-	}
-	return statestore.IfRevision(*rev)
-}
-
-// ttl converts ttl_ms; values past time.Duration's range saturate, which the
-// store then clamps to its maximum like any other long TTL.
-func ttl(ms uint64) time.Duration {
-	if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
 // run executes one request and returns its answer, or nil when the answer
 // is delivered otherwise (a WatchState's snapshot, through the sink).
 func (ss *session) run(id uint64, m *pb.ClientMessage) *pb.ServerMessage {
@@ -417,16 +400,13 @@ func (ss *session) run(id uint64, m *pb.ClientMessage) *pb.ServerMessage {
 		}
 		return entryMessage(id, &e)
 	case *pb.ClientMessage_PutState:
-		q := r.PutState
-		e, err := store.Put(ctx, p, statestore.PutRequest{Namespace: q.GetNamespace(), Key: q.GetKey(), Schema: q.GetSchema(),
-			Document: q.GetDocument(), Expect: expectation(q.ExpectedRevision), TTL: ttl(q.GetTtlMs())})
+		e, err := store.Put(ctx, p, wirestore.StorePutRequest(r.PutState))
 		if err != nil {
 			return errorMessage(id, err)
 		}
 		return entryMessage(id, &e)
 	case *pb.ClientMessage_DeleteState:
-		q := r.DeleteState
-		rev, err := store.Delete(ctx, p, statestore.DeleteRequest{Namespace: q.GetNamespace(), Key: q.GetKey(), Expect: expectation(q.ExpectedRevision)})
+		rev, err := store.Delete(ctx, p, wirestore.StoreDeleteRequest(r.DeleteState))
 		if err != nil {
 			return errorMessage(id, err)
 		}

@@ -1,0 +1,362 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/keeppeek/statestore"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/wire/wirestore"
+)
+
+// errConnEnded is a request that found its connection already ended:
+// nothing was sent, so it may go on the next connection.
+var errConnEnded = errors.New("client: the connection ended before the request was sent")
+
+// conn is one WebSocket connection: one session on the server. Its reader
+// goroutine routes every ServerMessage: answers by request_id to the
+// waiting call, watch messages by watch_id to the watch's route.
+type conn struct {
+	c     *Client
+	index int // of ep in the client's endpoints
+	ep    *endpoint
+	ws    *websocket.Conn
+	life  context.Context // cancelled once the connection ended
+	stop  context.CancelFunc
+
+	mu      sync.Mutex
+	dead    bool  // ended: nothing more is registered
+	cause   error // why the client dropped it, if it did
+	pending map[uint64]*call
+	routes  map[string]route // by watch_id, from the WatchState until the watch ends
+}
+
+// call is one request waiting for its answer.
+type call struct {
+	done    chan reply // nil: nobody waits (an acknowledgement, a best-effort unwatch)
+	what    string     // names the request in the log when nobody waits
+	route   route      // a WatchState's route, else nil
+	watchID string
+}
+
+// reply is what a call receives: the answer, or why none will come.
+type reply struct {
+	res *pb.StateStoreResult
+	ack *pb.StateWatchAckResult
+	err error
+}
+
+// result returns the StateStoreResult of a request, or its error.
+func (r reply) result() (*pb.StateStoreResult, error) {
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.res == nil:
+		return nil, &statestore.Error{Code: statestore.Unavailable, Field: "answer",
+			Message: "the server answered a request with an acknowledgement result"}
+	case r.res.GetError() != nil:
+		return nil, wirestore.StoreError(r.res.GetError())
+	}
+	return r.res, nil
+}
+
+// route receives the messages of one watch on one connection, from the
+// connection's reader, in arrival order. Its methods must not block: they
+// enqueue.
+type route interface {
+	// snapshot is the WatchState's answer, before the waiting call sees it.
+	snapshot(requestID uint64, m *pb.StateStoreWatchSnapshot)
+	update(m *pb.StateStoreWatchUpdate)
+	closed(m *pb.StateStoreWatchClosed)
+	// lost: the connection ended, and the watch with it.
+	lost()
+}
+
+func newConn(c *Client, index int, ws *websocket.Conn) *conn {
+	life, stop := context.WithCancel(context.Background())
+	return &conn{c: c, index: index, ep: &c.cfg.endpoints[index], ws: ws, life: life, stop: stop,
+		pending: map[uint64]*call{}, routes: map[string]route{}}
+}
+
+// register records a call (and a WatchState's route) before its request is
+// sent, so its answer finds it.
+func (cn *conn) register(id uint64, cl *call) error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.dead {
+		return errConnEnded
+	}
+	if cl.route != nil {
+		if _, dup := cn.routes[cl.watchID]; dup {
+			return &statestore.Error{Code: statestore.InvalidArgument, Field: "watch_id",
+				Message: fmt.Sprintf("watch_id %q is already in use on this connection", cl.watchID)}
+		}
+		cn.routes[cl.watchID] = cl.route
+	}
+	cn.pending[id] = cl
+	return nil
+}
+
+// call sends one request and waits for its answer up to ctx. r, when set,
+// receives the messages of the watch watchID that the request opens.
+func (cn *conn) call(ctx context.Context, build func(id uint64) *pb.ClientMessage, r route, watchID string) (reply, error) {
+	id := cn.c.requestIDs.Add(1)
+	cl := &call{done: make(chan reply, 1), route: r, watchID: watchID}
+	if err := cn.register(id, cl); err != nil {
+		return reply{}, err
+	}
+	// A failed write drops the connection, whose reader then fails every
+	// pending call, this one included.
+	_ = cn.write(build(id))
+	select {
+	case rep := <-cl.done:
+		return rep, rep.err
+	case <-ctx.Done():
+		if !cn.abandon(id) {
+			rep := <-cl.done // answered meanwhile: the answer wins
+			return rep, rep.err
+		}
+		if r != nil {
+			// The server may still register the watch: remove it.
+			cn.forget(watchID)
+		}
+		return reply{}, &statestore.Error{Code: statestore.Unavailable, Field: "context",
+			Message: fmt.Sprintf("no answer from %s before the deadline (%v); the outcome of a write is unknown: it may have been applied", cn.ep.name, ctx.Err()),
+			Err:     ctx.Err()}
+	}
+}
+
+// notify sends a request whose answer nobody waits for (the reader logs a
+// refusal): an acknowledgement, a best-effort unwatch.
+func (cn *conn) notify(what string, build func(id uint64) *pb.ClientMessage) {
+	id := cn.c.requestIDs.Add(1)
+	if cn.register(id, &call{what: what}) != nil {
+		return
+	}
+	_ = cn.write(build(id))
+}
+
+// forget stops routing the watch and unwatches it, best effort.
+func (cn *conn) forget(watchID string) {
+	cn.dropRoute(watchID)
+	cn.notify("unwatch "+watchID, func(id uint64) *pb.ClientMessage {
+		return &pb.ClientMessage{Message: &pb.ClientMessage_UnwatchState{UnwatchState: &pb.UnwatchState{RequestId: id, WatchId: watchID}}}
+	})
+}
+
+// abandon forgets a call whose caller stopped waiting, and reports whether
+// it was still pending (false: its answer is in its channel).
+func (cn *conn) abandon(id uint64) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if _, ok := cn.pending[id]; !ok {
+		return false
+	}
+	delete(cn.pending, id)
+	return true
+}
+
+// take removes and returns the call answered by res (nil if abandoned). A
+// refused WatchState opened no watch, so its route goes too.
+func (cn *conn) take(id uint64, res *pb.StateStoreResult) *call {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	cl := cn.pending[id]
+	if cl == nil {
+		return nil
+	}
+	delete(cn.pending, id)
+	if cl.route != nil && res.GetWatch() == nil && cn.routes[cl.watchID] == cl.route {
+		delete(cn.routes, cl.watchID)
+	}
+	return cl
+}
+
+func (cn *conn) routeOf(watchID string) route {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.routes[watchID]
+}
+
+func (cn *conn) dropRoute(watchID string) route {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	r := cn.routes[watchID]
+	delete(cn.routes, watchID)
+	return r
+}
+
+// write sends one message within RequestTimeout. The write does not take
+// the caller's context: the WebSocket library closes a connection whose
+// write is cancelled, and one caller's deadline must not end the session
+// every other call and watch shares.
+func (cn *conn) write(m *pb.ClientMessage) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cn.life, cn.c.cfg.RequestTimeout)
+	defer cancel()
+	if err := cn.ws.Write(ctx, websocket.MessageBinary, b); err != nil {
+		err = fmt.Errorf("write of %d bytes (timeout %v): %w", len(b), cn.c.cfg.RequestTimeout, err)
+		cn.abort(err)
+		return err
+	}
+	return nil
+}
+
+// abort drops the connection for cause, as a network failure would; its
+// reader then ends it.
+func (cn *conn) abort(cause error) {
+	cn.mu.Lock()
+	if cn.cause == nil {
+		cn.cause = cause
+	}
+	cn.mu.Unlock()
+	cn.ws.CloseNow()
+}
+
+// read is the connection's reader: it routes every message, then ends the
+// connection when reading fails.
+func (cn *conn) read() {
+	defer cn.c.wg.Done()
+	var err error
+	for {
+		typ, data, rerr := cn.ws.Read(cn.life)
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		if typ != websocket.MessageBinary {
+			cn.c.cfg.Logger.Warn("state store sent a text message; ignored", "endpoint", cn.ep.name, "bytes", len(data))
+			continue
+		}
+		m := &pb.ServerMessage{}
+		if uerr := proto.Unmarshal(data, m); uerr != nil {
+			// An answer may be lost in it: only a new session is sure.
+			err = fmt.Errorf("a server message of %d bytes does not decode: %w", len(data), uerr)
+			cn.abort(err)
+			break
+		}
+		cn.route(m)
+	}
+	cn.end(err)
+}
+
+// route hands one message to whoever waits for it.
+func (cn *conn) route(m *pb.ServerMessage) {
+	log := cn.c.cfg.Logger
+	switch x := m.GetMessage().(type) {
+	case *pb.ServerMessage_Result:
+		res := x.Result
+		if res.GetRequestId() == 0 {
+			log.Warn("state store refused a message it could not attribute to a request",
+				"endpoint", cn.ep.name, "error", wirestore.StoreError(res.GetError()))
+			return
+		}
+		cl := cn.take(res.GetRequestId(), res)
+		if cl == nil {
+			return // abandoned by its caller
+		}
+		if snap := res.GetWatch(); snap != nil && cl.route != nil {
+			cl.route.snapshot(res.GetRequestId(), snap)
+		}
+		if cl.done != nil {
+			cl.done <- reply{res: res}
+		} else if e := res.GetError(); e != nil {
+			log.Debug("state store refused a request nobody waits for", "request", cl.what, "error", wirestore.StoreError(e))
+		}
+	case *pb.ServerMessage_AckResult:
+		cl := cn.take(x.AckResult.GetRequestId(), nil)
+		switch {
+		case cl == nil:
+		case cl.done != nil:
+			cl.done <- reply{ack: x.AckResult}
+		default:
+			log.Debug("state store applied a request nobody waits for", "request", cl.what)
+		}
+	case *pb.ServerMessage_WatchUpdate:
+		if r := cn.routeOf(x.WatchUpdate.GetWatchId()); r != nil {
+			r.update(x.WatchUpdate)
+		}
+	case *pb.ServerMessage_WatchClosed:
+		if r := cn.dropRoute(x.WatchClosed.GetWatchId()); r != nil {
+			r.closed(x.WatchClosed)
+		}
+	default:
+		log.Warn("state store sent a message this client does not know; ignored", "endpoint", cn.ep.name, "message", fmt.Sprintf("%T", x))
+	}
+}
+
+// end is the reader's last act: no call is registered on cn any more,
+// every pending call fails (UNAVAILABLE naming the connection, or
+// ErrClosed after Close), every watch on it hears lost, and the client
+// reconnects.
+func (cn *conn) end(readErr error) {
+	cn.ws.CloseNow()
+	cn.mu.Lock()
+	cause := cn.cause
+	if cause == nil {
+		cause = readErr
+	}
+	cn.mu.Unlock()
+	cn.c.detach(cn, cause)
+	cn.mu.Lock()
+	cn.dead = true
+	pending, routes := cn.pending, cn.routes
+	cn.pending, cn.routes = nil, nil
+	cn.mu.Unlock()
+	cn.stop()
+	err := ErrClosed
+	if !cn.c.isClosed() {
+		err = &statestore.Error{Code: statestore.Unavailable, Field: "connection",
+			Message: fmt.Sprintf("the connection to %s ended before the answer came (%v); the outcome of a write is unknown: it may have been applied", cn.ep.name, cause),
+			Err:     cause}
+	}
+	for _, cl := range pending {
+		if cl.done != nil {
+			cl.done <- reply{err: err}
+		}
+	}
+	for _, r := range routes {
+		r.lost()
+	}
+	cn.c.lost(cn, cause)
+}
+
+// ping probes the connection every PingInterval: a ping unanswered within
+// RequestTimeout drops it, so a network that silently stopped carrying
+// packets is noticed without waiting for TCP to give up.
+func (cn *conn) ping() {
+	defer cn.c.wg.Done()
+	t := time.NewTicker(cn.c.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.life.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(cn.life, cn.c.cfg.RequestTimeout)
+		err := cn.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			if cn.life.Err() == nil && !cn.c.isClosed() {
+				cn.abort(fmt.Errorf("no pong within %v: %w", cn.c.cfg.RequestTimeout, err))
+			}
+			return
+		}
+	}
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}

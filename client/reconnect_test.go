@@ -1,0 +1,264 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/client"
+	"github.com/keeppeek/statestore/watch"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+)
+
+// TestInFlightCallsFailWhenTheConnectionDrops: a request sent but not
+// answered when the connection ends fails UNAVAILABLE naming the
+// connection and saying a write's outcome is unknown; the client then
+// reconnects and the next call is answered.
+func TestInFlightCallsFailWhenTheConnectionDrops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		drop func(*websocket.Conn)
+	}{
+		{"network drop", func(ws *websocket.Conn) { ws.CloseNow() }},
+		{"server going away", func(ws *websocket.Conn) { ws.Close(websocket.StatusGoingAway, "the server is shutting down") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startScripted(t)
+			c := dial(t, nil, s.url)
+			first := s.accept(t)
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Put(ctx, putReq("service/a", "k", 1))
+				done <- err
+			}()
+			if m := first.recv(); m.GetPutState() == nil {
+				t.Fatalf("the server received %v, want the PutState", m)
+			}
+			tc.drop(first.ws)
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(hangGuard):
+				t.Fatal("the in-flight Put never returned")
+			}
+			se := wantCode(t, err, statestore.Unavailable, "connection")
+			if !strings.Contains(se.Message, "outcome") || !strings.Contains(se.Message, s.url) {
+				t.Errorf("the failure does not say the outcome is unknown or name the endpoint: %v", se)
+			}
+			// The client reconnects; the next request goes on the new
+			// connection.
+			second := s.accept(t)
+			go func() {
+				_, err := c.Get(ctx, "service/a", "k")
+				done <- err
+			}()
+			m := second.recv().GetGetState()
+			second.send(&pb.ServerMessage{Message: &pb.ServerMessage_Result{Result: &pb.StateStoreResult{RequestId: m.GetRequestId(),
+				Result: &pb.StateStoreResult_Error{Error: &pb.StateStoreError{Code: pb.StateStoreErrorCode_STATE_STORE_ERROR_CODE_NOT_FOUND, Field: "key"}}}}})
+			if err := <-done; statestore.CodeOf(err) != statestore.NotFound {
+				t.Fatalf("the call after the reconnection: %v", err)
+			}
+		})
+	}
+}
+
+// TestCallsWaitForTheReconnection: while the server is away a call waits
+// for the reconnection up to its deadline, then fails UNAVAILABLE; one
+// with a longer deadline is answered once the server is back. A Link's
+// watch call fails at once instead, as stateclient.Local's does.
+func TestCallsWaitForTheReconnection(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, serverOptions{})
+	c := dial(t, nil, s.url)
+	link := newRecordLink()
+	k := c.Link(link)
+	written := mustPut(t, c, putReq("service/a", "k", 1))
+
+	s.stop()
+	link.waitFor(t, "disconnected")
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(short, "service/a", "k")
+	if se := wantCode(t, err, statestore.Unavailable, "connection"); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(se.Message, s.url) {
+		t.Fatalf("a call past its deadline while disconnected: %v", err)
+	}
+	if _, _, err := k.Watch("w", "service/a", ""); statestore.CodeOf(err) != statestore.Unavailable {
+		t.Fatalf("a Link's watch while disconnected: %v, want UNAVAILABLE at once", err)
+	}
+	type result struct {
+		e   statestore.Entry
+		err error
+	}
+	waiting := make(chan result, 1)
+	go func() {
+		e, err := c.Get(ctx, "service/a", "k")
+		waiting <- result{e, err}
+	}()
+	s.restart(t)
+	select {
+	case r := <-waiting:
+		if r.err != nil || r.e.Revision != written.Revision {
+			t.Fatalf("the waiting call: %+v, %v", r.e, r.err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the waiting call never returned")
+	}
+	link.waitFor(t, "reconnected")
+}
+
+// TestReconnectAfterTheServerWentAway: the server stops and comes back on
+// the same address with its store reopened. The Watch delivers an
+// EventResnapshot (cause "disconnected") holding everything written, then
+// every update written after it exactly once, in order.
+func TestReconnectAfterTheServerWentAway(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, serverOptions{})
+	c := dial(t, nil, s.url)
+	const ns = "service/restart"
+	for i := range 3 {
+		mustPut(t, c, putReq(ns, fmt.Sprintf("before/%d", i), i))
+	}
+	w, err := c.Watch(ctx, ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if ev := next(t, w); ev.Kind != client.EventSnapshot || len(ev.Entries) != 3 {
+		t.Fatalf("snapshot %+v", ev)
+	}
+	mustPut(t, c, putReq(ns, "before/3", 3))
+	if ev := next(t, w); ev.Kind != client.EventUpdate || ev.Sequence != 1 || ev.Key != "before/3" {
+		t.Fatalf("update %+v", ev)
+	}
+
+	s.stop()
+	s.restart(t)
+	// Written while the client may still be reconnecting: in the new
+	// snapshot or after it, never lost.
+	during := s.put(t, ns, "during", 9)
+	ev := next(t, w)
+	if ev.Kind != client.EventResnapshot || ev.Cause != "disconnected" {
+		t.Fatalf("after the restart: %+v, want an EventResnapshot for the disconnect", ev)
+	}
+	keys := map[string]bool{}
+	for _, e := range ev.Entries {
+		keys[e.Key] = true
+	}
+	if len(keys) != 5 || !keys["during"] || ev.Revision != during.Revision {
+		t.Fatalf("the new snapshot at %d holds %v, want all 5 entries at %d", ev.Revision, keys, during.Revision)
+	}
+	const after = 40 // past the server's bound of unacknowledged updates, so acks must flow
+	for i := range after {
+		want := mustPut(t, c, putReq(ns, fmt.Sprintf("after/%d", i%7), 100+i))
+		u := next(t, w)
+		if u.Kind != client.EventUpdate || u.Sequence != uint64(i+1) || u.Revision != want.Revision || u.Update != watch.Put ||
+			u.Key != want.Key || u.Entry == nil || u.Entry.Revision != want.Revision {
+			t.Fatalf("update %d after the restart: %+v, want sequence %d at revision %d", i+1, u, i+1, want.Revision)
+		}
+	}
+	// Nothing else is pending: no double.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if ev, err := w.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an extra event after the last write: %+v, %v", ev, err)
+	}
+}
+
+// TestReconnectTriesTheNextEndpoint: Dial passes over an endpoint that
+// does not answer; a lost connection is replaced by one to the next
+// endpoint round-robin.
+func TestReconnectTriesTheNextEndpoint(t *testing.T) {
+	t.Parallel()
+	a, b := startServer(t, serverOptions{}), startServer(t, serverOptions{})
+	dead := "ws://" + freeAddr(t)
+	link := newRecordLink()
+	c := dial(t, nil, dead, a.url, b.url)
+	if c.Endpoint() != a.url {
+		t.Fatalf("Dial connected to %s, want %s (the first that answers)", c.Endpoint(), a.url)
+	}
+	c.Link(link)
+	a.stop()
+	link.waitFor(t, "reconnected")
+	if c.Endpoint() != b.url {
+		t.Fatalf("reconnected to %s, want %s (after the one that failed)", c.Endpoint(), b.url)
+	}
+	if _, err := c.Put(ctx, putReq("service/a", "k", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if b.store.Namespace("service/a").Entries != 1 {
+		t.Fatal("the write did not reach the endpoint the client reconnected to")
+	}
+	// All endpoints down: Dial returns the last one's error, naming it.
+	_, err := client.Dial(ctx, client.Config{Endpoints: []string{dead, "ws://" + freeAddr(t)}})
+	var de *client.DialError
+	if !errors.As(err, &de) || de.Endpoint == dead || !strings.Contains(err.Error(), de.Endpoint) {
+		t.Fatalf("Dial with no endpoint up: %v, want a *DialError naming the last", err)
+	}
+}
+
+// TestRefusedReconnectIsRetried: a 401 while reconnecting (the operator
+// rotating tokens) is logged and retried at MaxBackoff until accepted.
+func TestRefusedReconnectIsRetried(t *testing.T) {
+	t.Parallel()
+	var refuse atomic.Bool
+	s := startServer(t, serverOptions{refuse: &refuse})
+	logs := newLogRecorder()
+	c := dial(t, func(c *client.Config) { c.Logger = slogOf(logs); c.MaxBackoff = 20 * time.Millisecond }, s.url)
+	link := newRecordLink()
+	c.Link(link)
+	refuse.Store(true)
+	s.dropSessions(t)
+	link.waitFor(t, "disconnected")
+	rec, after := logs.waitFor(t, 0, "the refusal", containing("refused the credentials"))
+	for _, want := range []string{"status=401", "tokens are being rotated", "retry_in=20ms", s.url} {
+		if !strings.Contains(rec, want) {
+			t.Errorf("the refusal's log %q lacks %q", rec, want)
+		}
+	}
+	logs.waitFor(t, after, "a second refusal", containing("refused the credentials")) // retried, refused again
+	refuse.Store(false)
+	link.waitFor(t, "reconnected")
+	if _, err := c.Put(ctx, putReq("service/a", "k", 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSilentNetworkDropIsDetected: a connection that stays open but
+// carries nothing more (no FIN, no RST) is noticed by the pings and
+// replaced, and a Watch on it re-snapshots.
+func TestSilentNetworkDropIsDetected(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, serverOptions{})
+	p := startProxy(t, s.addr)
+	logs := newLogRecorder()
+	c := dial(t, func(c *client.Config) {
+		c.PingInterval, c.RequestTimeout, c.Logger = 20*time.Millisecond, 300*time.Millisecond, slogOf(logs)
+	}, p.url)
+	link := newRecordLink()
+	c.Link(link)
+	w, err := c.Watch(ctx, "service/silent", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	next(t, w)
+	p.freeze()
+	link.waitFor(t, "disconnected")
+	if rec, _ := logs.waitFor(t, 0, "the lost connection", containing("connection lost")); !strings.Contains(rec, "no pong") {
+		t.Fatalf("the loss was logged as %q, want the unanswered ping as its cause", rec)
+	}
+	link.waitFor(t, "reconnected")
+	s.put(t, "service/silent", "k", 1)
+	if ev := next(t, w); ev.Kind != client.EventResnapshot || ev.Cause != "disconnected" || len(ev.Entries) != 1 {
+		t.Fatalf("after the silent drop: %+v", ev)
+	}
+}
