@@ -55,7 +55,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.store = s
-	o.transport.Authenticator = wstransport.TokenAuthenticator{Token: token, Principal: admin}
+	if o.transport.Authenticator == nil {
+		o.transport.Authenticator = wstransport.TokenAuthenticator{Token: token, Principal: admin}
+	}
 	o.transport.Ended = func(_ statestore.Principal, err error) { e.ended <- err }
 	h, err := wstransport.NewHandler(dispatch.New(s, o.dispatch), o.transport)
 	if err != nil {
