@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/keeppeek/statestore/internal/buildinfo"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/ops/inspector"
 	"github.com/keeppeek/statestore/wire/wstransport"
@@ -94,7 +96,7 @@ func serve(ctx context.Context, ln net.Listener, dir, token string, asJSON bool,
 		fmt.Fprintf(stderr, "kpjournal serve: the store cannot be opened, serving it UNAVAILABLE: %v\n", openErr)
 		s = nil
 	}
-	ins, err := inspector.New(inspector.Config{Store: s, Cause: openErr,
+	ins, err := inspector.New(inspector.Config{Store: s, Cause: openErr, Version: buildinfo.Read().String(),
 		Auth: wstransport.TokenAuthenticator{Token: token, Principal: servePrincipal}})
 	if err != nil {
 		if s != nil {

@@ -65,7 +65,8 @@ import (
 var program = cliflag.Program{Name: "kpstate",
 	ExitCodes: "0 success, 1 the store refused a request (its code on stderr), 2 usage, configuration, connection or I/O error"}
 
-// Exit codes, documented in usage.
+// Exit codes, documented in usage. exitRefused is the client verbs': the
+// store answered a request with an error code.
 const (
 	exitOK      = cliflag.ExitOK
 	exitRefused = 1

@@ -32,7 +32,7 @@ and /readyz (200 while the store is open; 503 and the cause otherwise). A reques
 token's SHA-256. If the store cannot be opened (another process holds its LOCK, its journal is damaged)
 the server still runs and answers every request UNAVAILABLE with the cause. The configuration is TOML:
 data_dir (required), listen (required, HOST:PORT), metrics_listen (Prometheus at /metrics), inspector
-(true serves the inspector page at /), allowed_origins (browser origins besides the server's own),
+(true serves the inspector page at /; open it as /#token=TOKEN), allowed_origins (browser origins besides the server's own),
 config_toml (the media server's config.toml, for settings-backed namespaces), log_format ("text" or
 "json"), log_level (debug, info, warn, error); [tls] cert_file and key_file; [limits] with the store's
 bounds in snake_case (max_namespaces, max_entries_per_namespace, max_total_bytes, max_document_bytes,
@@ -211,7 +211,10 @@ func (s *server) listen(addr, key string, h http.Handler, tlsConf *tls.Config) e
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	// No WriteTimeout: a WebSocket session lives long (wstransport bounds
+	// each of its writes itself).
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	s.servers = append(s.servers, srv)
 	s.listeners = append(s.listeners, ln)
 	s.log.Info("listening", "key", key, "addr", ln.Addr().String(), "tls", tlsConf != nil)

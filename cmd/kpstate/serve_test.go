@@ -1,20 +1,25 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/config/settings"
 	"github.com/keeppeek/statestore/ops/inspector"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 	"github.com/keeppeek/statestore/wire/wstransport"
@@ -48,7 +53,14 @@ func TestServeOverTheWire(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			ops, alice := newPrincipal(t, "ops", true), newPrincipal(t, "alice", false)
-			sc := serverConfig{dataDir: filepath.Join(dir, "data"), principals: []principal{ops, alice}, metrics: true, inspector: !withTLS}
+			// config.toml declares a settings-backed namespace, and one
+			// browser origin besides the server's own is allowed.
+			mediaConfig := filepath.Join(dir, "config.toml")
+			if err := os.WriteFile(mediaConfig, []byte("[state_store]\nnamespaces = [\"group/living-room\"]\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sc := serverConfig{dataDir: filepath.Join(dir, "data"), principals: []principal{ops, alice}, metrics: true, inspector: !withTLS,
+				extra: fmt.Sprintf("config_toml = %q\nallowed_origins = [\"app.example.com\"]\n", mediaConfig)}
 			if withTLS {
 				sc.tls = newTLS(t, dir)
 			}
@@ -125,6 +137,30 @@ func TestServeOverTheWire(t *testing.T) {
 			if rec, _ := p.waitLog("session started"); rec["principal"] != "ops" {
 				t.Errorf("the first session logged is %v's", rec["principal"])
 			}
+			// A settings-backed namespace is written into config.toml.
+			if r := admin.put("group/living-room", "members/alice", 4); r.GetEntry().GetRevision() != 1 {
+				t.Fatalf("admin put on the settings-backed namespace: %v", r)
+			}
+			b, err := os.ReadFile(mediaConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sec, err := settings.Parse(b); err != nil || len(sec.Entries) != 1 || sec.Entries[0].Key != "members/alice" {
+				t.Errorf("config.toml after the put: %+v, %v\n%s", sec, err, b)
+			}
+			// Origins: the allowed one connects, another is refused (403).
+			c, err := wstransport.Dial(t.Context(), p.start.URL, wstransport.DialOptions{HTTPClient: p.client,
+				Header: http.Header{"Authorization": {"Bearer " + alice.token}, "Origin": {"https://app.example.com"}}})
+			if err != nil {
+				t.Errorf("dial from the allowed origin: %v", err)
+			} else {
+				c.Close()
+			}
+			_, err = wstransport.Dial(t.Context(), p.start.URL, wstransport.DialOptions{HTTPClient: p.client,
+				Header: http.Header{"Authorization": {"Bearer " + alice.token}, "Origin": {"https://evil.example.net"}}})
+			if !errors.As(err, &de) || de.Status != http.StatusForbidden {
+				t.Errorf("dial from another origin: %v, want HTTP 403", err)
+			}
 
 			// Metrics, on their own listener, over TLS too when configured.
 			if code, body := p.get(p.start.Metrics, ""); code != http.StatusOK || !strings.Contains(body, "keeppeek_state_store_") {
@@ -137,6 +173,16 @@ func TestServeOverTheWire(t *testing.T) {
 			}
 			if code, _ := p.get("/", ""); code != want || p.start.Page != page {
 				t.Errorf("GET / with inspector = %v: %d (start line page %q), want %d", sc.inspector, code, p.start.Page, want)
+			}
+			p.signal(syscall.SIGTERM)
+			if code := p.wait(); code != exitOK {
+				t.Errorf("exit %d after SIGTERM\n%s", code, p.log())
+			}
+			// The log names principals, never their tokens.
+			for _, tok := range []string{ops.token, alice.token} {
+				if strings.Contains(p.log(), tok) {
+					t.Errorf("the server's log holds a token")
+				}
 			}
 		})
 	}
@@ -248,5 +294,40 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	defer st.Close()
 	if e, err := st.Get(t.Context(), statestore.Principal{ID: "ops", Admin: true}, "service/a", "k"); err != nil || e.Revision != 1 {
 		t.Errorf("the write made through the server: %+v, %v", e, err)
+	}
+}
+
+// TestServeStartLineText: without --json the start line is one sentence
+// with the URL, the store's state and the version.
+func TestServeStartLineText(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := serverConfig{dataDir: filepath.Join(dir, "data")}.write(t, dir)
+	cmd := exec.Command(kpstateBin, "serve", "--config", file)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		line <- l
+	}()
+	var got string
+	select {
+	case got = <-line:
+	case <-time.After(guard):
+		t.Fatal("no start line")
+	}
+	want := regexp.MustCompile(`^kpstate serving ws://127\.0\.0\.1:[0-9]+/ws \(store open, version github\.com/keeppeek/statestore \S+ revision=\S+ modified=\S+\)\n$`)
+	if !want.MatchString(got) {
+		t.Errorf("start line %q", got)
 	}
 }

@@ -200,19 +200,10 @@ func (pe *principalsEnv) dialAs(tok string) *wstransport.ClientConn {
 // status 1008 and a reason containing says.
 func wantEnd(t *testing.T, c *wstransport.ClientConn, says string) {
 	t.Helper()
-	type res struct {
-		m   *pb.ServerMessage
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		m, err := c.Recv()
-		ch <- res{m, err}
-	}()
-	r := <-ch
+	m, err := recvOrEnd(t, c)
 	var ce websocket.CloseError
-	if !errors.As(r.err, &ce) || ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, says) {
-		t.Fatalf("the client read %v, %v; want the connection closed 1008 saying %q", r.m, r.err, says)
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, says) {
+		t.Fatalf("the client read %v, %v; want the connection closed 1008 saying %q", m, err, says)
 	}
 }
 
