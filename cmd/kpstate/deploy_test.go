@@ -111,12 +111,15 @@ func TestDeployUnitAndExample(t *testing.T) {
 	if err := cfg.checkExposure(false); err != nil {
 		t.Errorf("the example would be refused: %v", err)
 	}
-	// Its principal, uncommented, is an administrator with a valid hash.
 	b, err := os.ReadFile(example)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
+	if !strings.Contains(text, "install as "+installed) {
+		t.Errorf("the example does not say to install it as %s, where ExecStart reads it", installed)
+	}
+	// Its principal, uncommented, is an administrator with a valid hash.
 	for _, line := range []string{"# [[principal]]", "# id = ", "# admin = ", "# token_sha256 = "} {
 		text = strings.Replace(text, line, line[2:], 1)
 	}
