@@ -42,6 +42,14 @@ func (ss *Session) Close() {
 	ss.reg.Close()
 }
 
+// Drain hands the sink everything queued for the session, such as the
+// AUTHORIZATION_LOST closures of a Store.SetPrincipal that just returned,
+// then stops delivering; Close still ends the session. An embedder ending
+// a session on purpose calls it first, so the client learns why its
+// watches went before the channel closes. It waits for the sink, so it
+// must not be called from Deliver.
+func (ss *Session) Drain() { ss.reg.Drain() }
+
 // Done is closed when the session's delivery goroutine has stopped: after
 // Close, no Deliver call is running or will run.
 func (ss *Session) Done() <-chan struct{} { return ss.reg.Done() }

@@ -712,3 +712,43 @@ func TestClientCacheRecovers(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionDrainDeliversTheClosuresOfSetPrincipal: after Drain returns,
+// the AUTHORIZATION_LOST closures of a revocation are in the sink, so an
+// embedder that ends the session next has them to send; nothing later is.
+func TestSessionDrainDeliversTheClosuresOfSetPrincipal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ss, sink := f.session(alice)
+	f.watch(ss, "own", "user/alice", "")
+	gate := make(chan struct{})
+	sink.fail = func(m watch.Message) error {
+		if _, ok := m.(*watch.Closed); ok {
+			<-gate // the closure is on its way to the sink
+		}
+		return nil
+	}
+	if n := f.s.SetPrincipal(alice.ID, statestore.Principal{}, true); n != 1 {
+		t.Fatalf("SetPrincipal closed %d watches, want 1", n)
+	}
+	drained := make(chan struct{})
+	go func() {
+		ss.Drain()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+		t.Fatal("Drain returned before the closure reached the sink")
+	case <-time.After(10 * time.Millisecond): // bounded: Drain must still be waiting
+	}
+	close(gate)
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain did not return")
+	}
+	if c := sink.nextClosed(t); c.Reason != watch.AuthorizationLost || c.WatchID != "own" {
+		t.Fatalf("closed %+v, want own AUTHORIZATION_LOST", c)
+	}
+	ss.Close()
+}

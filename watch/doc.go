@@ -48,7 +48,9 @@
 //     Code: Registry.timerLoop, Registry.expire, Registry.deadline.
 //     Tests: TestAckDeadline, TestAckDeadlineFollowsOldestUnacked, TestFullyAckedNeverTimesOut.
 //  6. No leaks: Session.Close stops the session's goroutine; Registry.Stop
-//     delivers StoreClosed, then stops every goroutine and the timer.
-//     Code: Session.Close, Session.run, Registry.Stop.
-//     Tests: TestSessionClose, TestStop.
+//     delivers StoreClosed, then stops every goroutine and the timer;
+//     Session.Drain delivers what is queued, then stops the session's
+//     goroutine.
+//     Code: Session.Close, Session.run, Session.Drain, Registry.Stop.
+//     Tests: TestSessionClose, TestStop, TestDrainDeliversWhatIsQueued.
 package watch

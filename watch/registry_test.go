@@ -779,3 +779,55 @@ func TestStop(t *testing.T) {
 	s3.Close()
 	goleak.VerifyNone(t)
 }
+
+// Drain delivers what was queued before it, the Closed of a CloseWhere
+// included, and then nothing more: the session is ending.
+func TestDrainDeliversWhatIsQueued(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, watch.Limits{})
+	s, sink := e.session("alice")
+	entered, release := sink.block()
+	e.add(s, "first", "user/alice", "")
+	<-entered // first's Snapshot is being delivered; the rest queues behind it
+	e.add(s, "w", "service/t", "")
+	if n := e.r.CloseWhere(watch.AuthorizationLost, func(p, _ string) bool { return p == "alice" }); n != 2 {
+		t.Fatalf("closed %d, want 2", n)
+	}
+	drained := make(chan struct{})
+	go func() {
+		s.Drain()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+		t.Fatal("Drain returned while the Sink still held a message")
+	default:
+	}
+	release()
+	select {
+	case <-drained:
+	case <-time.After(waitLimit):
+		t.Fatal("Drain did not return")
+	}
+	got := sink.pending()
+	if len(got) != 4 {
+		t.Fatalf("Drain delivered %d messages, want first's Snapshot, w's Snapshot and both Closed", len(got))
+	}
+	wantSnapshot(t, got[0], "first")
+	wantSnapshot(t, got[1], "w")
+	byID := byWatch(got[2:])
+	wantClosed(t, byID["first"][0], "first", watch.AuthorizationLost)
+	wantClosed(t, byID["w"][0], "w", watch.AuthorizationLost)
+	// Nothing queued after Drain is delivered.
+	e.add(s, "late", "user/alice", "")
+	e.r.Publish([]watch.Event{put("user/alice", "k", 1)})
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("the delivery goroutine still runs after Drain")
+	}
+	if rest := sink.pending(); len(rest) != 0 {
+		t.Fatalf("after Drain the Sink got %s", describe(rest[0]))
+	}
+	s.Close()
+}

@@ -83,6 +83,21 @@ func (s *Session) Close() {
 	s.signal()
 }
 
+// Drain delivers what is queued for the session, the Closed messages of a
+// CloseWhere that just returned included, then stops its delivery
+// goroutine, and returns once it has exited. Its watches stay registered
+// until Close, but nothing queued after Drain is delivered. It is for
+// ending a session on purpose: its Sink learns why its watches went before
+// the channel closes. It waits for the Sink, so it must not be called from
+// Deliver.
+func (s *Session) Drain() {
+	s.r.mu.Lock()
+	s.draining = true
+	s.signal()
+	s.r.mu.Unlock()
+	<-s.done
+}
+
 // push appends it to the queue (r.mu held) and wakes the goroutine if the
 // queue was empty: a non-empty queue already has a wake-up pending or a
 // goroutine about to look at it, so one Publish wakes a session once.

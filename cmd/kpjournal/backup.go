@@ -27,33 +27,33 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 		"kpjournal backup --dir /var/lib/keeppeek --out - | ssh vault 'cat > state.kpbak'",
 	}, stdout, stderr)
 	c.dirFlag()
-	out := c.fs.String("out", "", "file to write, or - for stdout")
+	out := c.FS.String("out", "", "file to write, or - for stdout")
 	c.jsonFlag()
 	c.limitFlags()
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
 	if *out == "" {
-		return c.usageError("--out is required")
+		return c.UsageError("--out is required")
 	}
 	if *out == "-" && c.json {
-		return c.usageError("--json and --out - both write stdout")
+		return c.UsageError("--json and --out - both write stdout")
 	}
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}
 	tmp, err := os.MkdirTemp("", "kpjournal-backup-")
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	defer os.RemoveAll(tmp)
 	if err := copyStore(c.root(), filepath.Join(tmp, statestore.StoreDirName)); err != nil {
-		return c.fail(exitUsage, "copy the store: %v", err)
+		return c.Fail(exitUsage, "copy the store: %v", err)
 	}
 	// The throwaway copy takes no writes, so it needs no reserve.
 	s, err := statestore.Open(statestore.Options{Dir: tmp, Limits: c.limits, CheckpointBytes: -1, ReserveBytes: -1})
 	if err != nil {
-		return c.fail(exitProblems, "%v", err)
+		return c.Fail(exitProblems, "%v", err)
 	}
 	open := s.OpenReport()
 	var head headWriter
@@ -67,11 +67,11 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 		err = cerr
 	}
 	if err != nil {
-		return c.fail(exitUsage, "write backup: %v", err)
+		return c.Fail(exitUsage, "write backup: %v", err)
 	}
 	h, err := checkpoint.ReadHeader(bytes.NewReader(head.b))
 	if err != nil {
-		return c.fail(exitUsage, "read back the backup header: %v", err)
+		return c.Fail(exitUsage, "read back the backup header: %v", err)
 	}
 	doc := backupDoc{File: *out, Index: h.Index, Time: msTime(h.TimeMs), Entries: h.Entries, Bytes: h.Bytes, Namespaces: h.Namespaces,
 		Size: head.n, Expired: open.Expired}
@@ -84,7 +84,7 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 	}
 	if c.json {
 		if err := writeJSON(stdout, doc); err != nil {
-			return c.fail(exitUsage, "%v", err)
+			return c.Fail(exitUsage, "%v", err)
 		}
 		return exitOK
 	}
@@ -191,7 +191,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("restore", "--in FILE|- --dir DIR [flags]", restoreAbout, []string{
 		"kpjournal restore --in /backup/state-2025-06-01.kpbak --dir /var/lib/keeppeek-new",
 	}, stdout, stderr)
-	in := c.fs.String("in", "", "backup file to read, or - for stdin")
+	in := c.FS.String("in", "", "backup file to read, or - for stdin")
 	c.dirFlag()
 	c.jsonFlag()
 	c.limitFlags()
@@ -199,7 +199,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *in == "" {
-		return c.usageError("--in is required")
+		return c.UsageError("--in is required")
 	}
 	if code := c.checkDir(true); code >= 0 {
 		return code
@@ -211,7 +211,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	if *in != "-" {
 		f, err := os.Open(*in)
 		if err != nil {
-			return c.fail(exitUsage, "%v", err)
+			return c.Fail(exitUsage, "%v", err)
 		}
 		defer f.Close()
 		r = f
@@ -221,16 +221,16 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var se *statestore.Error
 		if errors.As(err, &se) && se.Field == "backup" {
-			return c.fail(exitProblems, "%s is not a usable backup, nothing written: %v", *in, err)
+			return c.Fail(exitProblems, "%s is not a usable backup, nothing written: %v", *in, err)
 		}
 		if errors.As(err, &se) && se.Field == "dir" && se.Code == statestore.InvalidArgument {
-			return c.fail(exitUsage, "refusing to restore into %s: %s", c.dir, se.Message)
+			return c.Fail(exitUsage, "refusing to restore into %s: %s", c.dir, se.Message)
 		}
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	h, err := checkpoint.ReadHeader(bytes.NewReader(head.b))
 	if err != nil {
-		return c.fail(exitUsage, "read the backup header: %v", err)
+		return c.Fail(exitUsage, "read the backup header: %v", err)
 	}
 	doc := backupDoc{File: *in, Index: h.Index, Time: msTime(h.TimeMs), Entries: h.Entries, Bytes: h.Bytes, Namespaces: h.Namespaces, Size: head.n}
 	if c.json {
@@ -238,7 +238,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 			Store string `json:"store"`
 			backupDoc
 		}{c.root(), doc}); err != nil {
-			return c.fail(exitUsage, "%v", err)
+			return c.Fail(exitUsage, "%v", err)
 		}
 		return exitOK
 	}

@@ -29,7 +29,7 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 	}
 	s, err := statestore.Open(statestore.Options{Dir: c.dir, Limits: c.limits, CheckpointBytes: -1})
 	if err != nil {
-		return c.fail(exitProblems, "%v", err)
+		return c.Fail(exitProblems, "%v", err)
 	}
 	open := s.OpenReport()
 	err = s.Checkpoint()
@@ -37,17 +37,17 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 		err = cerr
 	}
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	chk := c.chk
 	ckpts, err := listCheckpoints(c.root())
 	if err != nil || len(ckpts) == 0 {
-		return c.fail(exitUsage, "no checkpoint after writing one: %v", err)
+		return c.Fail(exitUsage, "no checkpoint after writing one: %v", err)
 	}
 	ck := ckpts[len(ckpts)-1]
 	jr, err := journalRange(c.journalDir(), chk.JournalLimits())
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	doc := checkpointDoc{Checkpoint: statCheckpoint{Name: ck.Name(), Index: ck.Index, TimeMs: ck.Header.TimeMs, Time: msTime(ck.Header.TimeMs),
 		Entries: ck.Header.Entries, Bytes: ck.Header.Bytes, Namespaces: ck.Header.Namespaces, Size: ck.Size},
@@ -60,7 +60,7 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 	}
 	if c.json {
 		if err := writeJSON(stdout, doc); err != nil {
-			return c.fail(exitUsage, "%v", err)
+			return c.Fail(exitUsage, "%v", err)
 		}
 		return exitOK
 	}

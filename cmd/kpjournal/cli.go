@@ -1,33 +1,29 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"github.com/spf13/pflag"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/cliflag"
 	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
-	"github.com/keeppeek/statestore/worker/grouppref"
-	"github.com/keeppeek/statestore/worker/reconcile"
 )
+
+// program is kpjournal in every subcommand's help.
+var program = cliflag.Program{Name: "kpjournal", ExitCodes: "0 success, 1 problems found, 2 usage or I/O error"}
 
 // cli is what every subcommand shares: its flag set, output streams and
 // the common flags.
 type cli struct {
-	name           string
-	fs             *pflag.FlagSet
-	stdout, stderr io.Writer
-	dir            string
-	json           bool
-	limits         quota.Limits
+	*cliflag.Command
+	dir    string
+	json   bool
+	limits quota.Limits
 	// reg and chk are built by parse from the bounds on the command line:
 	// every command that checks records or images uses these.
 	reg *schema.Registry
@@ -37,96 +33,47 @@ type cli struct {
 // newCLI builds a subcommand's flag set. usage is the synopsis line, about
 // the one-paragraph description, examples one command per line.
 func newCLI(name, usage, about string, examples []string, stdout, stderr io.Writer) *cli {
-	c := &cli{name: name, stdout: stdout, stderr: stderr}
-	c.fs = pflag.NewFlagSet(name, pflag.ContinueOnError)
-	c.fs.SetOutput(stderr)
-	c.fs.SortFlags = false
-	c.fs.Usage = func() {
-		// pflag calls this only for --help: help goes to stdout.
-		fmt.Fprintf(stdout, "Usage: kpjournal %s %s\n\n", name, usage)
-		fmt.Fprintln(stdout, wrap(about, 78))
-		fmt.Fprintln(stdout, "\nExamples:")
-		for _, e := range examples {
-			fmt.Fprintln(stdout, "  "+e)
-		}
-		fmt.Fprintln(stdout, "\nFlags:")
-		c.fs.SetOutput(stdout)
-		c.fs.PrintDefaults()
-		c.fs.SetOutput(stderr)
-		fmt.Fprintln(stdout, "\nExit codes: 0 success, 1 problems found, 2 usage or I/O error")
-	}
-	return c
+	return &cli{Command: cliflag.New(program, name, cliflag.Help{Synopsis: usage, About: about, Examples: examples}, stdout, stderr)}
 }
 
 // dirFlag adds --dir.
 func (c *cli) dirFlag() {
-	c.fs.StringVar(&c.dir, "dir", "", "the media server's storage directory (the store is DIR/"+statestore.StoreDirName+")")
+	c.FS.StringVar(&c.dir, "dir", "", "the media server's storage directory (the store is DIR/"+statestore.StoreDirName+")")
 }
 
 // jsonFlag adds --json.
 func (c *cli) jsonFlag() {
-	c.fs.BoolVar(&c.json, "json", false, "print one JSON document on stdout instead of tables")
+	c.FS.BoolVar(&c.json, "json", false, "print one JSON document on stdout instead of tables")
 }
 
 // limitFlags adds the bounds a store was written with; zero means the default.
 func (c *cli) limitFlags() {
 	d := quota.Default()
-	c.fs.IntVar(&c.limits.MaxNamespaces, "max-namespaces", 0, fmt.Sprintf("bound: namespaces holding entries (0: default %d)", d.MaxNamespaces))
-	c.fs.IntVar(&c.limits.MaxEntriesPerNamespace, "max-entries-per-namespace", 0, fmt.Sprintf("bound: entries in one namespace (0: default %d)", d.MaxEntriesPerNamespace))
-	c.fs.Int64Var(&c.limits.MaxTotalBytes, "max-total-bytes", 0, fmt.Sprintf("bound: value bytes in the whole store (0: default %d MiB)", d.MaxTotalBytes>>20))
-	c.fs.IntVar(&c.limits.MaxDocumentBytes, "max-document-bytes", 0, fmt.Sprintf("bound: bytes of one document (0: default %d)", d.MaxDocumentBytes))
+	c.FS.IntVar(&c.limits.MaxNamespaces, "max-namespaces", 0, fmt.Sprintf("bound: namespaces holding entries (0: default %d)", d.MaxNamespaces))
+	c.FS.IntVar(&c.limits.MaxEntriesPerNamespace, "max-entries-per-namespace", 0, fmt.Sprintf("bound: entries in one namespace (0: default %d)", d.MaxEntriesPerNamespace))
+	c.FS.Int64Var(&c.limits.MaxTotalBytes, "max-total-bytes", 0, fmt.Sprintf("bound: value bytes in the whole store (0: default %d MiB)", d.MaxTotalBytes>>20))
+	c.FS.IntVar(&c.limits.MaxDocumentBytes, "max-document-bytes", 0, fmt.Sprintf("bound: bytes of one document (0: default %d)", d.MaxDocumentBytes))
 }
 
 // parse parses args; a non-negative code means the command must return it.
 func (c *cli) parse(args []string) int {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		return c.usageError("%v", err)
+	if code := c.Parse(args); code >= 0 {
+		return code
 	}
-	if c.fs.NArg() > 0 {
-		return c.usageError("unexpected argument %q", c.fs.Arg(0))
+	if code := c.Args(0); code >= 0 {
+		return code
 	}
-	reg, err := toolRegistry()
+	reg, err := cliflag.Registry()
 	if err != nil {
-		return c.usageError("%v", err)
+		return c.UsageError("%v", err)
 	}
 	c.reg = reg
 	chk, err := recovery.NewChecker(c.limits, c.reg)
 	if err != nil {
-		return c.usageError("%v", err)
+		return c.UsageError("%v", err)
 	}
 	c.chk = chk
 	return -1
-}
-
-// toolRegistry is the schema registry the commands check stores with: the
-// built-in media-intent schema plus the schemas of this module's worker
-// packages (leases, observed status, group preferences), so a store that
-// workers wrote to verifies and replays like any other.
-func toolRegistry() (*schema.Registry, error) {
-	reg := schema.NewRegistry()
-	if err := reconcile.RegisterSchemas(reg); err != nil {
-		return nil, err
-	}
-	if err := grouppref.RegisterSchema(reg); err != nil {
-		return nil, err
-	}
-	return reg, nil
-}
-
-// usageError reports a usage problem and returns exitUsage.
-func (c *cli) usageError(format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "kpjournal %s: %s\n", c.name, fmt.Sprintf(format, args...))
-	fmt.Fprintf(c.stderr, "Run 'kpjournal %s --help' for usage.\n", c.name)
-	return exitUsage
-}
-
-// fail reports an error and returns code.
-func (c *cli) fail(code int, format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "kpjournal %s: %s\n", c.name, fmt.Sprintf(format, args...))
-	return code
 }
 
 // finish prints a report, as JSON under --json or through print, and turns
@@ -139,7 +86,7 @@ func (c *cli) finish(stdout io.Writer, rep any, print func(io.Writer) error, pro
 		err = print(stdout)
 	}
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if problems > 0 {
 		return exitProblems
@@ -171,7 +118,7 @@ func (c *cli) openStoreDir() int {
 		if _, err := os.Stat(filepath.Join(c.dir, "journal")); err == nil && filepath.Base(filepath.Clean(c.dir)) == statestore.StoreDirName {
 			hint = fmt.Sprintf(" (%s looks like the store directory itself: pass its parent, %s)", c.dir, filepath.Dir(filepath.Clean(c.dir)))
 		}
-		return c.fail(exitUsage, "no store in %s: %s %s%s", c.dir, c.root(), what, hint)
+		return c.Fail(exitUsage, "no store in %s: %s %s%s", c.dir, c.root(), what, hint)
 	}
 	return c.checkNotLive()
 }
@@ -182,12 +129,12 @@ func (c *cli) openStoreDir() int {
 func (c *cli) checkDir(required bool) int {
 	if c.dir == "" {
 		if required {
-			return c.usageError("--dir is required")
+			return c.UsageError("--dir is required")
 		}
 		return -1
 	}
 	if fi, err := os.Stat(c.dir); err == nil && !fi.IsDir() {
-		return c.fail(exitUsage, "--dir %s is not a directory", c.dir)
+		return c.Fail(exitUsage, "--dir %s is not a directory", c.dir)
 	}
 	return -1
 }
@@ -200,29 +147,11 @@ func (c *cli) checkNotLive() int {
 	}
 	held, err := disk.Held(lock)
 	if err != nil {
-		return c.fail(exitUsage, "cannot probe %s: %v", lock, err)
+		return c.Fail(exitUsage, "cannot probe %s: %v", lock, err)
 	}
 	if held {
-		return c.fail(exitUsage, "the store in %s is in use: %s is held by a running process. "+
+		return c.Fail(exitUsage, "the store in %s is in use: %s is held by a running process. "+
 			"Stop the media server first, or copy the directory and run kpjournal on the copy.", c.dir, lock)
 	}
 	return -1
-}
-
-// wrap folds text into lines of at most width columns.
-func wrap(text string, width int) string {
-	var b strings.Builder
-	col := 0
-	for _, w := range strings.Fields(text) {
-		if col > 0 && col+1+len(w) > width {
-			b.WriteByte('\n')
-			col = 0
-		} else if col > 0 {
-			b.WriteByte(' ')
-			col++
-		}
-		b.WriteString(w)
-		col += len(w)
-	}
-	return b.String()
 }

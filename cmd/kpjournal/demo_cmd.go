@@ -40,8 +40,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		"kpjournal demo --dir /tmp/kp-demo && kpjournal dump --dir /tmp/kp-demo",
 		"kpjournal demo --metrics-listen :9464",
 	}, stdout, stderr)
-	c.fs.StringVar(&c.dir, "dir", "", "directory to build the demo's store in, holding no store yet (default: a new temporary directory, removed afterwards)")
-	listen := c.fs.String("metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics during the demo and, after it, until interrupted; a bare :PORT listens on 127.0.0.1 only")
+	c.FS.StringVar(&c.dir, "dir", "", "directory to build the demo's store in, holding no store yet (default: a new temporary directory, removed afterwards)")
+	listen := c.FS.String("metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics during the demo and, after it, until interrupted; a bare :PORT listens on 127.0.0.1 only")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -49,14 +49,14 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if _, err := os.Stat(c.root()); c.dir != "" && err == nil {
-		return c.fail(exitUsage, "%s already holds a store; the demo builds a new one, so it would fail part way. "+
+		return c.Fail(exitUsage, "%s already holds a store; the demo builds a new one, so it would fail part way. "+
 			"Give --dir a new directory, or leave --dir out to use a temporary one.", c.root())
 	}
 	d := c.dir
 	if d == "" {
 		tmp, err := os.MkdirTemp("", "kpjournal-demo-")
 		if err != nil {
-			return c.fail(exitUsage, "%v", err)
+			return c.Fail(exitUsage, "%v", err)
 		}
 		defer os.RemoveAll(tmp)
 		d = tmp
@@ -65,7 +65,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	if *listen != "" {
 		m, err := demo.StartMetrics(*listen)
 		if err != nil {
-			return c.fail(exitUsage, "%v", err)
+			return c.Fail(exitUsage, "%v", err)
 		}
 		defer m.Stop()
 		fmt.Fprintf(stdout, "metrics: %s\n", m.URL())
@@ -74,7 +74,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		hooks = demo.Hooks{Opened: m.Opened, Done: func(s *statestore.Store) error { return m.Linger(ctx, s, stdout) }}
 	}
 	if err := demo.Run(d, stdout, hooks); err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	return exitOK
 }

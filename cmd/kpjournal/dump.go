@@ -24,9 +24,9 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		"kpjournal dump --dir /var/lib/keeppeek --documents --json | jq '.records[] | select(.kind == \"EXPIRE\")'",
 	}, stdout, stderr)
 	c.dirFlag()
-	from := c.fs.Uint64("from", 0, "first journal index to print (0: the first record)")
-	to := c.fs.Uint64("to", 0, "last journal index to print (0: the last record)")
-	docs := c.fs.Bool("documents", false, "include each PUT's JSON document")
+	from := c.FS.Uint64("from", 0, "first journal index to print (0: the first record)")
+	to := c.FS.Uint64("to", 0, "last journal index to print (0: the last record)")
+	docs := c.FS.Bool("documents", false, "include each PUT's JSON document")
 	c.jsonFlag()
 	c.limitFlags()
 	config := c.configFlag()
@@ -34,7 +34,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *to != 0 && *from > *to {
-		return c.usageError("--from %d is after --to %d", *from, *to)
+		return c.UsageError("--from %d is after --to %d", *from, *to)
 	}
 	if code := c.openStoreDir(); code >= 0 {
 		return code
@@ -42,11 +42,11 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	chk := c.chk
 	segs, err := listSegments(c.journalDir())
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	floor, _, err := ackFloor(c.root(), c.journalDir())
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	bw := bufio.NewWriterSize(stdout, 64<<10)
 	out := newDumpWriter(bw, c.json, *docs, c.root())
@@ -64,7 +64,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	})
 	prog.finish()
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if *config != "" {
 		if out.settings, err = loadSettings(*config, chk, true, *docs); err != nil {
@@ -74,10 +74,10 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := out.finish(problems); err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if err := bw.Flush(); err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if out.n == 0 && len(problems) == 0 {
 		fmt.Fprintln(stderr, "kpjournal dump: no records in the range")

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/keeppeek/statestore/internal/cliflag"
 )
 
 // kpjournal help CMD prints exactly what CMD --help prints.
@@ -33,7 +35,7 @@ func TestHelpCommand(t *testing.T) {
 func TestDemoHelpDescribesTheDemo(t *testing.T) {
 	t.Parallel()
 	_, out, _ := kp(t, "help", "demo")
-	wantContains(t, "demo help", wrap(out, 1<<20), "compare-and-set", "CONFLICT", "rereads and retries",
+	wantContains(t, "demo help", cliflag.Wrap(out, 1<<20), "compare-and-set", "CONFLICT", "rereads and retries",
 		"lease create-only", "EXPIRE", "standby", "watches", "watch_sequence", "acknowledging",
 		"reopened and its journal replayed", "backup", "restored", "--dir", "must not already hold a store")
 }
@@ -163,4 +165,13 @@ func dirListing(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// --version names the module the binary was built from.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, out, errs := kp(t, "--version")
+	if code != exitOK || errs != "" || !strings.HasPrefix(out, "github.com/keeppeek/statestore ") || !strings.Contains(out, "revision=") {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
 }

@@ -26,6 +26,9 @@
 // Every command but demo takes --json for one JSON document on stdout, in
 // which an empty list is [] and an absent value is null.
 //
+// kpjournal --version prints the build: module path, version, VCS revision
+// and modified flag.
+//
 // Exit codes: 0 success, 1 the command found problems, 2 usage or I/O error.
 package main
 
@@ -34,6 +37,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/keeppeek/statestore/internal/cliflag"
 )
 
 // command is one kpjournal subcommand.
@@ -69,9 +74,9 @@ var commands = []command{
 
 // Exit codes, documented in usage.
 const (
-	exitOK       = 0
+	exitOK       = cliflag.ExitOK
 	exitProblems = 1
-	exitUsage    = 2
+	exitUsage    = cliflag.ExitUsage
 )
 
 func main() {
@@ -82,28 +87,11 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 2 && args[0] == "help" {
-		// kpjournal help CMD is kpjournal CMD --help.
-		args = []string{args[1], "--help"}
+	subs := make([]cliflag.Sub, len(commands))
+	for i, c := range commands {
+		subs[i] = cliflag.Sub{Name: c.name, Summary: c.summary, Run: c.run}
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		if len(args) > 1 {
-			fmt.Fprintf(stderr, "kpjournal: help takes one command, got %q\n", args[1:])
-			return exitUsage
-		}
-		return exitOK
-	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "kpjournal: unknown command %q (see kpjournal help)\n", args[0])
-	return exitUsage
+	return cliflag.Table{Program: program, Subs: subs, Usage: usage}.Run(args, stdout, stderr)
 }
 
 // commandsWith lists, comma-separated, the commands that use --dir as u.
@@ -120,6 +108,7 @@ func commandsWith(u dirUse) string {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "kpjournal: inspect and exercise a KeepPeek state store's files")
 	fmt.Fprintln(w, "\nUsage: kpjournal <command> [flags]   (kpjournal help <command> for its flags)")
+	fmt.Fprintln(w, "       kpjournal --version             (module, version, VCS revision and modified flag)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)

@@ -33,15 +33,15 @@ func runRepair(args []string, stdout, stderr io.Writer) int {
 		"kpjournal repair --dir /var/lib/keeppeek --truncate-after 1199 --yes",
 	}, stdout, stderr)
 	c.dirFlag()
-	after := c.fs.Int64("truncate-after", -1, "drop every record after this journal index (-1: only cut a torn final record)")
-	yes := c.fs.Bool("yes", false, "do not ask for confirmation (required when stdin is not a terminal)")
+	after := c.FS.Int64("truncate-after", -1, "drop every record after this journal index (-1: only cut a torn final record)")
+	yes := c.FS.Bool("yes", false, "do not ask for confirmation (required when stdin is not a terminal)")
 	c.jsonFlag()
 	c.limitFlags()
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
 	if *after < -1 {
-		return c.usageError("--truncate-after %d is negative", *after)
+		return c.UsageError("--truncate-after %d is negative", *after)
 	}
 	if code := c.openStoreDir(); code >= 0 {
 		return code
@@ -49,7 +49,7 @@ func runRepair(args []string, stdout, stderr io.Writer) int {
 	// Hold the LOCK while writing, so the store cannot start meanwhile.
 	lock, err := disk.LockFile(filepath.Join(c.root(), "LOCK"))
 	if err != nil {
-		return c.fail(exitUsage, "%v: stop the media server first", err)
+		return c.Fail(exitUsage, "%v: stop the media server first", err)
 	}
 	defer lock.Release()
 	chk := c.chk
@@ -72,12 +72,12 @@ func (r *repairer) confirm(question string) int {
 		return -1
 	}
 	if !isTerminal(os.Stdin) {
-		return r.c.fail(exitUsage, "refusing to change the store without --yes (stdin is not a terminal to ask on)")
+		return r.c.Fail(exitUsage, "refusing to change the store without --yes (stdin is not a terminal to ask on)")
 	}
-	fmt.Fprintf(r.c.stderr, "%s Type yes to continue: ", question)
+	fmt.Fprintf(r.c.Stderr, "%s Type yes to continue: ", question)
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	if strings.TrimSpace(line) != "yes" {
-		return r.c.fail(exitUsage, "not confirmed; nothing changed")
+		return r.c.Fail(exitUsage, "not confirmed; nothing changed")
 	}
 	return -1
 }
@@ -103,15 +103,15 @@ func (r *repairer) cutTail() int {
 	c := r.c
 	segs, err := listSegments(c.journalDir())
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	rep := tailCutReport{Store: c.root(), Damage: []problem{}, PlanCheckpoints: []string{}, MovedCheckpoints: []string{}}
 	floor, _, err := ackFloor(c.root(), c.journalDir())
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	var torn *problem
-	prog := startProgress(c.stderr, "scan", journalSize(segs))
+	prog := startProgress(c.Stderr, "scan", journalSize(segs))
 	err = walkJournal(segs, r.lim, floor, 1, 0, prog, func(journal.Segment, *item, *journal.Frame) error { return nil }, func(p problem, isTorn bool) error {
 		if isTorn {
 			torn = &p
@@ -122,10 +122,10 @@ func (r *repairer) cutTail() int {
 	})
 	prog.finish()
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if rep.Markers, err = journal.TruncationMarkers(c.journalDir()); err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	damagedCkpts, code := r.damagedCheckpoints(segs)
 	if code >= 0 {
@@ -134,16 +134,16 @@ func (r *repairer) cutTail() int {
 	if len(rep.Damage) > 0 {
 		first := rep.Damage[0]
 		if c.json {
-			writeJSON(c.stdout, rep)
+			writeJSON(c.Stdout, rep)
 		}
 		for _, p := range rep.Damage {
-			fmt.Fprintf(c.stderr, "kpjournal repair: %s\n", p)
+			fmt.Fprintf(c.Stderr, "kpjournal repair: %s\n", p)
 		}
 		hint := ""
 		if first.Index > 1 {
 			hint = fmt.Sprintf(" (--truncate-after %d drops everything from the first damaged record on)", first.Index-1)
 		}
-		return c.fail(exitProblems, "the journal is damaged before its end, which is not a torn tail: nothing changed. "+
+		return c.Fail(exitProblems, "the journal is damaged before its end, which is not a torn tail: nothing changed. "+
 			"Decide what to drop with kpjournal verify and dump, then use --truncate-after%s", hint)
 	}
 	if torn == nil && len(rep.Markers) == 0 && len(damagedCkpts) == 0 {
@@ -155,20 +155,20 @@ func (r *repairer) cutTail() int {
 	for _, ck := range damagedCkpts {
 		rep.PlanCheckpoints = append(rep.PlanCheckpoints, ck.Name())
 		if !c.json {
-			fmt.Fprintf(c.stdout, "will move checkpoint %s to quarantine/: it does not load (%v)\n", ck.Name(), ck.Err)
+			fmt.Fprintf(c.Stdout, "will move checkpoint %s to quarantine/: it does not load (%v)\n", ck.Name(), ck.Err)
 		}
 	}
 	if torn != nil {
 		// The plan goes where the result goes: stdout, or the JSON report.
 		rep.Plan = some(*torn)
 		if !c.json {
-			fmt.Fprintf(c.stdout, "will cut %s at offset %s (index %s): %s\n", torn.File, offsetText(torn.Offset), indexText(torn.Index), torn.Reason)
+			fmt.Fprintf(c.Stdout, "will cut %s at offset %s (index %s): %s\n", torn.File, offsetText(torn.Offset), indexText(torn.Index), torn.Reason)
 		}
 	}
 	if torn != nil || len(damagedCkpts) > 0 {
 		if code := r.confirm("Repair as listed (a torn record was never acknowledged; the store opens without a damaged image)?"); code >= 0 {
 			if c.json {
-				writeJSON(c.stdout, rep)
+				writeJSON(c.Stdout, rep)
 			}
 			return code
 		}
@@ -177,21 +177,21 @@ func (r *repairer) cutTail() int {
 	// their bodies are damaged: judge the tail with them still in place.
 	ckFloor, err := recovery.CheckpointFloor(c.root())
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if len(damagedCkpts) > 0 {
 		moved, err := r.moveAside(damagedCkpts)
 		rep.MovedCheckpoints = moved
 		if err != nil {
-			return c.fail(exitUsage, "move damaged checkpoints: %v", err)
+			return c.Fail(exitUsage, "move damaged checkpoints: %v", err)
 		}
 	}
 	j, cut, err := journal.Open(c.journalDir(), journal.Options{Limits: r.lim, QuarantineDir: c.quarantineDir(), Floor: ckFloor})
 	if err != nil {
-		return c.fail(exitProblems, "%v; nothing was cut", err)
+		return c.Fail(exitProblems, "%v; nothing was cut", err)
 	}
 	if err := j.Close(); err != nil {
-		return c.fail(exitUsage, "close journal: %v", err)
+		return c.Fail(exitUsage, "close journal: %v", err)
 	}
 	rep.Cut, rep.Applied = cut, true
 	return r.report(rep, exitOK)
@@ -206,7 +206,7 @@ func (r *repairer) damagedCheckpoints(segs []journal.Segment) ([]*ckpt, int) {
 	c := r.c
 	ckpts, err := listCheckpoints(c.root())
 	if err != nil {
-		return nil, c.fail(exitUsage, "%v", err)
+		return nil, c.Fail(exitUsage, "%v", err)
 	}
 	var damaged []*ckpt
 	var base *ckpt
@@ -219,7 +219,7 @@ func (r *repairer) damagedCheckpoints(segs []journal.Segment) ([]*ckpt, int) {
 	}
 	if len(damaged) > 0 {
 		if sev, why := ckptSeverity(base, segs); sev == corruption {
-			return nil, c.fail(exitProblems, "checkpoint %s does not load%s; nothing changed", damaged[0].Name(), why)
+			return nil, c.Fail(exitProblems, "checkpoint %s does not load%s; nothing changed", damaged[0].Name(), why)
 		}
 	}
 	return damaged, -1
@@ -249,24 +249,24 @@ func (r *repairer) moveAside(cks []*ckpt) ([]string, error) {
 func (r *repairer) report(rep tailCutReport, code int) int {
 	c := r.c
 	if c.json {
-		if err := writeJSON(c.stdout, rep); err != nil {
-			return c.fail(exitUsage, "%v", err)
+		if err := writeJSON(c.Stdout, rep); err != nil {
+			return c.Fail(exitUsage, "%v", err)
 		}
 		return code
 	}
 	for _, m := range rep.Markers {
-		fmt.Fprintf(c.stdout, "finished an interrupted truncation (%s)\n", m)
+		fmt.Fprintf(c.Stdout, "finished an interrupted truncation (%s)\n", m)
 	}
 	for _, m := range rep.MovedCheckpoints {
-		fmt.Fprintf(c.stdout, "moved a damaged checkpoint to %s\n", m)
+		fmt.Fprintf(c.Stdout, "moved a damaged checkpoint to %s\n", m)
 	}
 	if nothing, ok := rep.Nothing.get(); ok {
-		fmt.Fprintln(c.stdout, nothing)
+		fmt.Fprintln(c.Stdout, nothing)
 	}
 	if cut := rep.Cut; cut != nil {
-		fmt.Fprintf(c.stdout, "cut segment %s at offset %d: %d bytes of a torn record that would have had index %d (%s)\n",
+		fmt.Fprintf(c.Stdout, "cut segment %s at offset %d: %d bytes of a torn record that would have had index %d (%s)\n",
 			cut.Segment, cut.Offset, cut.Bytes, cut.Index, cut.Reason)
-		fmt.Fprintf(c.stdout, "the damaged segment as found is kept at %s\n", cut.SavedAs)
+		fmt.Fprintf(c.Stdout, "the damaged segment as found is kept at %s\n", cut.SavedAs)
 	}
 	return code
 }
@@ -319,32 +319,32 @@ func (r *repairer) truncateAfter(after uint64) int {
 	}
 	if p.Records == 0 && p.Damaged == 0 && len(p.Checkpoints) == 0 {
 		if c.json {
-			writeJSON(c.stdout, p)
+			writeJSON(c.Stdout, p)
 		} else {
-			fmt.Fprintf(c.stdout, "nothing to drop: the journal ends at index %d\n", after)
+			fmt.Fprintf(c.Stdout, "nothing to drop: the journal ends at index %d\n", after)
 		}
 		return exitOK
 	}
 	if code := r.confirm(fmt.Sprintf("Drop %d acknowledged records after index %d?", p.Records, after)); code >= 0 {
 		if c.json {
-			writeJSON(c.stdout, p)
+			writeJSON(c.Stdout, p)
 		}
 		return code
 	}
 	if err := r.apply(p); err != nil {
-		return c.fail(exitUsage, "%v (files already moved are in %s)", err, c.quarantineDir())
+		return c.Fail(exitUsage, "%v (files already moved are in %s)", err, c.quarantineDir())
 	}
 	p.Applied = true
 	if c.json {
-		if err := writeJSON(c.stdout, p); err != nil {
-			return c.fail(exitUsage, "%v", err)
+		if err := writeJSON(c.Stdout, p); err != nil {
+			return c.Fail(exitUsage, "%v", err)
 		}
 		return exitOK
 	}
 	for _, q := range p.Quarantine {
-		fmt.Fprintf(c.stdout, "kept %s\n", q)
+		fmt.Fprintf(c.Stdout, "kept %s\n", q)
 	}
-	fmt.Fprintf(c.stdout, "the journal now ends at index %d; run kpjournal verify to check the result\n", after)
+	fmt.Fprintf(c.Stdout, "the journal now ends at index %d; run kpjournal verify to check the result\n", after)
 	return exitOK
 }
 
@@ -354,22 +354,22 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 	c := r.c
 	segs, err := listSegments(c.journalDir())
 	if err != nil {
-		return nil, c.fail(exitUsage, "%v", err)
+		return nil, c.Fail(exitUsage, "%v", err)
 	}
 	if len(segs) == 0 {
-		return nil, c.fail(exitUsage, "the journal holds no segment")
+		return nil, c.Fail(exitUsage, "the journal holds no segment")
 	}
 	p := &truncatePlan{Store: c.root(), After: after, segs: segs, cutAt: -1, Namespaces: []lossRow{},
 		Checkpoints: []string{}, Segments: []string{}, Quarantine: []string{}, firstAvailable: segs[0].Start}
 	if after+1 < segs[0].Start {
-		return nil, c.fail(exitUsage, "index %d is before the oldest record available (%d): the journal cannot be cut there", after, segs[0].Start)
+		return nil, c.Fail(exitUsage, "index %d is before the oldest record available (%d): the journal cannot be cut there", after, segs[0].Start)
 	}
 	loss := map[string]*lossRow{}
 	var expect uint64
 	var prev journal.Segment
 	i := -1
 	var f journal.Frame
-	prog := startProgress(c.stderr, "scan", journalSize(segs))
+	prog := startProgress(c.Stderr, "scan", journalSize(segs))
 	defer prog.finish()
 	err = scanJournal(segs, r.lim, runtime.GOMAXPROCS(0), nil, func(s *segmentScan) error {
 		prog.add(s.seg.Size)
@@ -411,18 +411,18 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 		return nil
 	})
 	if err != nil {
-		return nil, c.fail(exitUsage, "%v", err)
+		return nil, c.Fail(exitUsage, "%v", err)
 	}
 	if d := p.firstDamage; d != nil {
 		hint := ""
 		if d.Index > 0 {
 			hint = fmt.Sprintf(": truncate after %d instead", d.Index-1)
 		}
-		return nil, c.fail(exitProblems, "damage at index %s (%s, offset %s) lies at or before index %d, so cutting there leaves it in place%s",
+		return nil, c.Fail(exitProblems, "damage at index %s (%s, offset %s) lies at or before index %d, so cutting there leaves it in place%s",
 			indexText(d.Index), d.File, offsetText(d.Offset), after, hint)
 	}
 	if !p.found && after+1 != segs[0].Start {
-		return nil, c.fail(exitUsage, "index %d is not a whole record of the journal (its last whole record is %d)", after, p.lastKnown)
+		return nil, c.Fail(exitUsage, "index %d is not a whole record of the journal (its last whole record is %d)", after, p.lastKnown)
 	}
 	if !p.found {
 		p.createEmptyAt = after + 1 // every record goes; the journal restarts empty at after+1
@@ -446,7 +446,7 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 	// journal starts at 1.
 	ckpts, err := listCheckpoints(c.root())
 	if err != nil {
-		return nil, c.fail(exitUsage, "%v", err)
+		return nil, c.Fail(exitUsage, "%v", err)
 	}
 	covered := segs[0].Start == 1
 	for _, ck := range ckpts {
@@ -457,7 +457,7 @@ func (r *repairer) plan(after uint64) (*truncatePlan, int) {
 		}
 	}
 	if !covered {
-		return nil, c.fail(exitUsage, "after the cut no checkpoint at or below index %d would remain that the journal (starting at %d) continues: the store could not open",
+		return nil, c.Fail(exitUsage, "after the cut no checkpoint at or below index %d would remain that the journal (starting at %d) continues: the store could not open",
 			after, segs[0].Start)
 	}
 	return p, -1
@@ -476,7 +476,7 @@ func (r *repairer) noteDamage(p *truncatePlan, s *segmentScan, i int) {
 }
 
 func (r *repairer) printPlan(p *truncatePlan) {
-	w := r.c.stdout
+	w := r.c.Stdout
 	if p.Records > 0 {
 		fmt.Fprintf(w, "truncating after index %d drops %d records (indexes %s):\n", p.After, p.Records, indexRange(p.FirstIndex.val, p.LastIndex.val))
 		t := newTable(w, "NAMESPACE", "RECORDS", "INDEXES", "REVISIONS")

@@ -27,8 +27,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		"kpjournal replay --dir /var/lib/keeppeek --at 1200 --namespace service/transcoder-a",
 	}, stdout, stderr)
 	c.dirFlag()
-	at := c.fs.Uint64("at", 0, "journal index to rebuild the state at (0: the end)")
-	ns := c.fs.String("namespace", "", "print only this namespace")
+	at := c.FS.Uint64("at", 0, "journal index to rebuild the state at (0: the end)")
+	ns := c.FS.String("namespace", "", "print only this namespace")
 	c.jsonFlag()
 	c.limitFlags()
 	if code := c.parse(args); code >= 0 {
@@ -39,7 +39,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	st, err := recovery.LoadState(c.dir, *at, recovery.LoadOptions{Limits: c.limits, Schemas: c.reg})
 	if err != nil {
-		return c.fail(loadExit(err), "%v", err)
+		return c.Fail(loadExit(err), "%v", err)
 	}
 	from := "replaying the journal from index 1"
 	if st.Checkpoint.Path != "" {
@@ -59,7 +59,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		err = out.print(stdout)
 	}
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	return exitOK
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/keeppeek/statestore/internal/buildinfo"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/ops/inspector"
 	"github.com/keeppeek/statestore/wire/wstransport"
@@ -38,9 +40,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}, stdout, stderr)
 	c.dirFlag()
 	c.jsonFlag()
-	listen := c.fs.String("listen", "127.0.0.1:8765", "serve on `ADDR` (HOST:PORT; a bare :PORT is 127.0.0.1:PORT)")
-	token := c.fs.String("dev-token", "", "the development token that every request must carry (default: a random one, printed with the URL)")
-	remote := c.fs.Bool("allow-remote", false, "allow a non-loopback --listen address (the token is then the only protection, sent in clear over HTTP)")
+	listen := c.FS.String("listen", "127.0.0.1:8765", "serve on `ADDR` (HOST:PORT; a bare :PORT is 127.0.0.1:PORT)")
+	token := c.FS.String("dev-token", "", "the development token that every request must carry (default: a random one, printed with the URL)")
+	remote := c.FS.Bool("allow-remote", false, "allow a non-loopback --listen address (the token is then the only protection, sent in clear over HTTP)")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -49,7 +51,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	addr, err := serveAddr(*listen, *remote)
 	if err != nil {
-		return c.usageError("%v", err)
+		return c.UsageError("%v", err)
 	}
 	if *token == "" {
 		b := make([]byte, 16)
@@ -58,12 +60,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return c.fail(exitUsage, "--listen: %v", err)
+		return c.Fail(exitUsage, "--listen: %v", err)
 	}
 	ctx, stop := stopContext()
 	defer stop()
 	if err := serve(ctx, ln, c.dir, *token, c.json, stdout, stderr); err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	return exitOK
 }
@@ -94,7 +96,7 @@ func serve(ctx context.Context, ln net.Listener, dir, token string, asJSON bool,
 		fmt.Fprintf(stderr, "kpjournal serve: the store cannot be opened, serving it UNAVAILABLE: %v\n", openErr)
 		s = nil
 	}
-	ins, err := inspector.New(inspector.Config{Store: s, Cause: openErr,
+	ins, err := inspector.New(inspector.Config{Store: s, Cause: openErr, Version: buildinfo.Read().String(),
 		Auth: wstransport.TokenAuthenticator{Token: token, Principal: servePrincipal}})
 	if err != nil {
 		if s != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keeppeek/statestore/internal/buildinfo"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/ops/inspector"
@@ -141,8 +143,8 @@ func TestServeServesTheStoreAndClosesItOnInterrupt(t *testing.T) {
 	if s.start.Store != "open" || s.start.Cause != "" {
 		t.Fatalf("serve --json printed %+v, want the store open", s.start)
 	}
-	if info := s.info(t); !info.Available || info.Principal != servePrincipal.ID {
-		t.Fatalf("api/info = %+v, want the store available to %s", info, servePrincipal.ID)
+	if info := s.info(t); !info.Available || info.Principal != servePrincipal.ID || info.Version != buildinfo.Read().String() {
+		t.Fatalf("api/info = %+v, want the store available to %s, and the build's version", info, servePrincipal.ID)
 	}
 	a := s.call(t, &pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: &pb.PutState{RequestId: 1,
 		Namespace: "service/a", Key: "k", Schema: schema.MediaIntentV1, Document: testdoc.MediaIntent(300, 1)}}})

@@ -20,7 +20,7 @@ const backingSettings = "settings"
 
 // configFlag adds --config.
 func (c *cli) configFlag() *string {
-	return c.fs.String("config", "", "the media server's config.toml: also show its settings-backed namespaces, marked \""+backingSettings+"\"")
+	return c.FS.String("config", "", "the media server's config.toml: also show its settings-backed namespaces, marked \""+backingSettings+"\"")
 }
 
 type settingsNamespace struct {

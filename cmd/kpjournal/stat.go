@@ -38,7 +38,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	}
 	st, err := collectStat(c, c.chk)
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if *config != "" {
 		if st.Settings, err = loadSettings(*config, c.chk, false, false); err != nil {
@@ -151,7 +151,7 @@ func collectStat(c *cli, chk *recovery.Checker) (*statDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	prog := startProgress(c.stderr, "stat", journalSize(segs))
+	prog := startProgress(c.Stderr, "stat", journalSize(segs))
 	lastStart := uint64(0)
 	if len(segs) > 0 {
 		lastStart = segs[len(segs)-1].Start

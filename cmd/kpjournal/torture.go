@@ -67,13 +67,13 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 		"kpjournal torture --dir /tmp/kp-torture --cycles 1000",
 		"kpjournal torture --dir /tmp/kp-torture --cycles 50 --seed 7 --json",
 	}, stdout, stderr)
-	c.fs.StringVar(&c.dir, "dir", "", "directory to build the tortured store in, holding no store yet")
+	c.FS.StringVar(&c.dir, "dir", "", "directory to build the tortured store in, holding no store yet")
 	c.jsonFlag()
-	cycles := c.fs.Int("cycles", 100, "kill-and-verify cycles to run")
-	seed := c.fs.Uint64("seed", 0, "seed of the kill moments and workloads (0: from the clock; the report prints it)")
-	minRun := c.fs.Duration("min-run", 20*time.Millisecond, "shortest time a child runs before its kill")
-	maxRun := c.fs.Duration("max-run", 250*time.Millisecond, "longest time a child runs before its kill")
-	progress := c.fs.Bool("progress", false, "print one line per cycle on stderr")
+	cycles := c.FS.Int("cycles", 100, "kill-and-verify cycles to run")
+	seed := c.FS.Uint64("seed", 0, "seed of the kill moments and workloads (0: from the clock; the report prints it)")
+	minRun := c.FS.Duration("min-run", 20*time.Millisecond, "shortest time a child runs before its kill")
+	maxRun := c.FS.Duration("max-run", 250*time.Millisecond, "longest time a child runs before its kill")
+	progress := c.FS.Bool("progress", false, "print one line per cycle on stderr")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -82,15 +82,15 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case *cycles < 1:
-		return c.usageError("--cycles %d: at least 1", *cycles)
+		return c.UsageError("--cycles %d: at least 1", *cycles)
 	case *minRun <= 0 || *maxRun < *minRun:
-		return c.usageError("--min-run %v --max-run %v: want 0 < min-run <= max-run", *minRun, *maxRun)
+		return c.UsageError("--min-run %v --max-run %v: want 0 < min-run <= max-run", *minRun, *maxRun)
 	}
 	if _, err := os.Stat(c.root()); err == nil {
-		return c.fail(exitUsage, "%s already holds a store; torture builds its own and kills its writer, so give it a new directory", c.root())
+		return c.Fail(exitUsage, "%s already holds a store; torture builds its own and kills its writer, so give it a new directory", c.root())
 	}
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
@@ -101,7 +101,7 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := torture.Run(cfg)
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	return c.finish(stdout, rep, func(w io.Writer) error { return printTorture(w, rep) }, len(rep.Violations))
 }

@@ -31,8 +31,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	c.dirFlag()
 	c.jsonFlag()
 	c.limitFlags()
-	maxProblems := c.fs.Int("max-problems", 100, "list at most this many problems (0: all); the count is always exact")
-	workers := c.fs.Int("workers", runtime.GOMAXPROCS(0), "goroutines reading and checking segments")
+	maxProblems := c.FS.Int("max-problems", 100, "list at most this many problems (0: all); the count is always exact")
+	workers := c.FS.Int("workers", runtime.GOMAXPROCS(0), "goroutines reading and checking segments")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -43,7 +43,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	v := &verifier{c: c, chk: chk, workers: *workers}
 	rep, err := v.run()
 	if err != nil {
-		return c.fail(exitUsage, "%v", err)
+		return c.Fail(exitUsage, "%v", err)
 	}
 	fmt.Fprintf(stderr, "kpjournal verify: %d records, %.1f MB in %v: %.0f records/s, %.1f MB/s\n",
 		rep.Throughput.Records, float64(rep.Throughput.Bytes)/1e6, time.Duration(rep.Throughput.Seconds*float64(time.Second)).Round(time.Millisecond),
@@ -143,7 +143,7 @@ func (v *verifier) run() (*verifyReport, error) {
 	for _, ck := range ckpts {
 		total += ck.Size
 	}
-	prog := startProgress(v.c.stderr, "verify", total)
+	prog := startProgress(v.c.Stderr, "verify", total)
 	defer prog.finish()
 
 	// Checkpoints: every one is decoded and checked; the newest that loads

@@ -1,8 +1,9 @@
 // Package inspector serves the state store's inspector page: the browser
 // client bundle and page (package webclient), the wire protocol over
 // WebSocket at ws (package wstransport), and api/info, a JSON summary of
-// the store (availability, capabilities, namespaces) for the page's
-// namespace list. `kpjournal serve` runs it; an embedder may mount it too.
+// the store (availability, capabilities, namespaces, the server's version)
+// for the page's namespace list and for remote clients. `kpjournal serve`
+// and `kpstate serve` run it; an embedder may mount it too.
 //
 // # Invariants
 //
@@ -23,6 +24,11 @@
 //     server's sessions are gone when it returns.
 //     Code: Server.Close, wstransport.Handler.Close.
 //     Tests: TestCloseEndsEverySession, TestBrowserReconnectTakesANewSnapshot.
+//  4. With Config.NoPage only ws and api/info are served: the page, its
+//     script and the browser client answer 404, so a server that does not
+//     offer the inspector exposes nothing but the protocol and its summary.
+//     Code: New.
+//     Tests: TestNoPageServesOnlyTheProtocol.
 package inspector
 
 import (
@@ -50,6 +56,11 @@ type Config struct {
 	Dispatch dispatch.Options
 	// Transport configures the WebSocket handler; its Authenticator is Auth.
 	Transport wstransport.Options
+	// NoPage serves only ws and api/info: no page, script or browser
+	// client (a server that speaks the protocol without the inspector).
+	NoPage bool
+	// Version is api/info's "version": the server's build.
+	Version string
 }
 
 // Server is the inspector's http.Handler.
@@ -82,6 +93,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ws = ws
 	s.mux = http.NewServeMux()
+	s.mux.Handle("GET /ws", ws)
+	s.mux.HandleFunc("GET /api/info", s.info)
+	if cfg.NoPage {
+		return s, nil
+	}
 	assets := http.FileServerFS(webclient.Assets())
 	s.mux.Handle("GET /inspector.js", assets)
 	s.mux.Handle("GET /keeppeek.mjs", assets)
@@ -95,8 +111,6 @@ func New(cfg Config) (*Server, error) {
 		w.Write(b)
 	})
 	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	s.mux.Handle("GET /ws", ws)
-	s.mux.HandleFunc("GET /api/info", s.info)
 	return s, nil
 }
 
@@ -121,6 +135,7 @@ type Info struct {
 	Capabilities []string        `json:"capabilities"`
 	Principal    string          `json:"principal"`
 	Namespaces   []NamespaceInfo `json:"namespaces"`
+	Version      string          `json:"version"` // Config.Version
 }
 
 // NamespaceInfo is one namespace of Info.
@@ -138,7 +153,8 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not authenticated: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	info := Info{Available: s.cfg.Store != nil, Capabilities: s.dsp.Capabilities(), Principal: p.ID, Namespaces: []NamespaceInfo{}}
+	info := Info{Available: s.cfg.Store != nil, Capabilities: s.dsp.Capabilities(), Principal: p.ID, Namespaces: []NamespaceInfo{},
+		Version: s.cfg.Version}
 	if info.Capabilities == nil {
 		info.Capabilities = []string{}
 	}

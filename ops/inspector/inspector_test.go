@@ -56,7 +56,7 @@ func TestInfoIsAuthenticatedAndListsOnlyReadableNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ins, err := inspector.New(inspector.Config{Store: s, Auth: byToken})
+	ins, err := inspector.New(inspector.Config{Store: s, Auth: byToken, Version: "v9.9.9-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ func TestInfoIsAuthenticatedAndListsOnlyReadableNamespaces(t *testing.T) {
 		if fmt.Sprint(names) != c.want {
 			t.Errorf("api/info as %s lists %v, want %s", c.tok, names, c.want)
 		}
-		if !info.Available || len(info.Capabilities) != 1 || info.Capabilities[0] != statestore.Capability {
-			t.Errorf("api/info as %s: available %v capabilities %v", c.tok, info.Available, info.Capabilities)
+		if !info.Available || len(info.Capabilities) != 1 || info.Capabilities[0] != statestore.Capability || info.Version != "v9.9.9-test" {
+			t.Errorf("api/info as %s: available %v capabilities %v version %q", c.tok, info.Available, info.Capabilities, info.Version)
 		}
 	}
 	// The page and its script load without credentials: they hold none.
@@ -166,4 +166,33 @@ func TestCloseEndsEverySession(t *testing.T) {
 	if st := s.Stats().Watches; st.Open != 0 || st.Sessions != 0 {
 		t.Fatalf("after Close: %d watches and %d sessions open, want none", st.Open, st.Sessions)
 	}
+}
+
+func TestNoPageServesOnlyTheProtocol(t *testing.T) {
+	t.Parallel()
+	s, err := statestore.Open(statestore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ins, err := inspector.New(inspector.Config{Store: s, Auth: byToken, NoPage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ins.Close()
+	srv := httptest.NewServer(ins)
+	defer srv.Close()
+	for _, p := range []string{"/", "/inspector.js", "/keeppeek.mjs", "/favicon.ico"} {
+		if code, _ := get(t, srv, p, "admin"); code != http.StatusNotFound {
+			t.Errorf("GET %s with NoPage: %d, want 404", p, code)
+		}
+	}
+	if code, body := get(t, srv, "/api/info", "admin"); code != http.StatusOK || !strings.Contains(body, `"available":true`) {
+		t.Errorf("api/info with NoPage: %d %q", code, body)
+	}
+	c, err := wstransport.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", wstransport.DialOptions{Header: http.Header{"Authorization": {"Bearer admin"}}})
+	if err != nil {
+		t.Fatalf("ws with NoPage: %v", err)
+	}
+	c.Close()
 }

@@ -39,7 +39,13 @@
 //  4. The session's watches are removed when it ends, for whatever reason.
 //     Code: Server.Serve, statestore.Session.Close.
 //     Tests: TestDisconnectRemovesTheSessionsWatches.
-//  5. Without a store (NewUnavailable) every request is answered UNAVAILABLE
+//  5. A session ended for ErrEnded sends every message queued before the
+//     end (the closures that say why its watches went) before its
+//     connection closes, within a bound for a peer that does not read;
+//     any other end drops what is queued.
+//     Code: Server.Serve, ErrEnded, outbox.close.
+//     Tests: TestEndedSessionSendsWhatWasQueued.
+//  6. Without a store (NewUnavailable) every request is answered UNAVAILABLE
 //     naming the cause, Capabilities lists nothing, and nothing is written.
 //     Code: NewUnavailable, Server.unavailable, Server.Capabilities, session.admit.
 //     Tests: TestUnavailableModeWithACorruptJournal, TestCapabilityOnlyWhileTheStoreIsOpen.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/watch"
@@ -91,11 +92,26 @@ func (e *ProtocolError) Error() string { return "dispatch: session ended: " + e.
 // Unwrap returns the framing error.
 func (e *ProtocolError) Unwrap() error { return e.Err }
 
+// ErrEnded, as the cause of the cancellation of Serve's context
+// (context.WithCancelCause, the cause wrapping it), ends the session after
+// the messages already queued for it are sent, where any other
+// cancellation drops them: a server that ends a session on purpose (its
+// principal was removed) lets the peer read why, such as the
+// AUTHORIZATION_LOST closures statestore.Store.SetPrincipal queued just
+// before.
+var ErrEnded = errors.New("dispatch: the server ended the session")
+
+// endDrainTimeout bounds the sending of what is queued when a session is
+// ended with ErrEnded: a peer that does not read it by then is cut off
+// anyway, so a stalled peer cannot hold its session open.
+const endDrainTimeout = 5 * time.Second
+
 // Serve runs one session for principal p on conn until the input ends
 // (io.EOF: requests still running are answered first, then Serve returns
 // nil), the input breaks the framing (a *ProtocolError, after answering as
 // the package documents), sending fails, or ctx is done. It closes conn and
-// removes the session's watches before returning.
+// removes the session's watches before returning. A ctx cancelled for
+// ErrEnded sends what is queued before closing conn.
 func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -109,10 +125,20 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	ss.out = newOutbox(s.opts.MaxQueued, margin, conn.Send, cancel)
 
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- ss.out.run() }()
+	drained := make(chan struct{}) // the writer is done: nothing queued is left to send
+	go func() {
+		err := ss.out.run()
+		close(drained)
+		writerDone <- err
+	}()
 	// Cancellation closes conn (unblocking Recv and Send) and wakes the
-	// wait for in-flight requests below.
+	// wait for in-flight requests below; a cancellation for ErrEnded
+	// sends what is queued first (sendQueued).
+	opened := make(chan struct{}) // ss.st and ss.refuse are set
 	stopWatch := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), ErrEnded) {
+			ss.sendQueued(opened, drained)
+		}
 		conn.Close()
 		ss.mu.Lock()
 		ss.idle.Broadcast()
@@ -131,6 +157,7 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 			ss.st = st
 		}
 	}
+	close(opened)
 
 	// The reading moves from goroutine to goroutine (see read), and its
 	// result comes back from whichever reads last. Serve's own goroutine
@@ -167,6 +194,23 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 		return fmt.Errorf("dispatch: send: %w", werr)
 	}
 	return nil
+}
+
+// sendQueued sends what is queued for a session being ended with
+// ErrEnded: the store session's messages are handed to the outbox (the
+// closures of a SetPrincipal just made among them), the outbox stops
+// taking more, and the writer sends the rest, for at most endDrainTimeout.
+// The sink never blocks (it queues or refuses), so Drain returns promptly.
+func (ss *session) sendQueued(opened, drained <-chan struct{}) {
+	<-opened
+	if ss.st != nil {
+		ss.st.Drain()
+	}
+	ss.out.close(false)
+	select {
+	case <-drained:
+	case <-time.After(endDrainTimeout):
+	}
 }
 
 func isProtocolError(err error) bool {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -281,4 +282,66 @@ func TestStalledPeerIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantError(t, m, 2, codeNotFound, "watch_id")
+}
+
+// TestEndedSessionSendsWhatWasQueued revokes a principal, whose watch
+// closure is then queued behind a peer that is not reading (net.Pipe
+// blocks every write until it is read), and ends its session: for
+// ErrEnded the peer still reads the closure before the end; for a plain
+// cancellation the queued closure is dropped with the connection.
+func TestEndedSessionSendsWhatWasQueued(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name        string
+		cause       error
+		wantClosure bool
+	}{
+		{"ErrEnded", errors.Join(dispatch.ErrEnded, errors.New("alice was removed")), true},
+		{"plain cancellation", context.Canceled, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStore(t, clock.NewFake(start))
+			srv := dispatch.New(s, dispatch.Options{})
+			srvSide, cliSide := net.Pipe()
+			t.Cleanup(func() { cliSide.Close() })
+			ctx, cancel := context.WithCancelCause(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ctx, alice, dispatch.NewStreamConn(srvSide, 0)) }()
+			conn := framing.NewConn[*pb.ServerMessage, *pb.ClientMessage](cliSide, 0, func() *pb.ServerMessage { return new(pb.ServerMessage) })
+			if err := conn.Send(watchReq(1, "own", "user/alice", "")); err != nil {
+				t.Fatal(err)
+			}
+			m, err := conn.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSnapshot(t, m, 1, "own")
+			if n := s.SetPrincipal(alice.ID, statestore.Principal{}, true); n != 1 {
+				t.Fatalf("SetPrincipal closed %d watches, want 1", n)
+			}
+			cancel(c.cause)
+			m, err = conn.Recv()
+			switch {
+			case c.wantClosure && (err != nil || m.GetWatchClosed().GetReason() != pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_AUTHORIZATION_LOST):
+				t.Fatalf("after the end the peer read %v, %v; want the AUTHORIZATION_LOST closure", m, err)
+			case !c.wantClosure && err == nil:
+				t.Fatalf("after a plain cancellation the peer read %v; want the connection gone", m)
+			}
+			if c.wantClosure {
+				if m, err := conn.Recv(); err == nil {
+					t.Fatalf("after the closure the peer read %v; want the connection closed", m)
+				}
+			}
+			select {
+			case <-served:
+			case <-time.After(hangGuard):
+				t.Fatal("Serve did not return after the end")
+			}
+			if n := s.Stats().Watches.Sessions; n != 0 {
+				t.Fatalf("%d store sessions open after Serve returned", n)
+			}
+		})
+	}
 }

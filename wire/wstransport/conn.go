@@ -21,11 +21,23 @@ import (
 // msgConn[*pb.ClientMessage, *pb.ServerMessage], a dispatch.Conn; the client
 // side is the reverse.
 type msgConn[In, Out proto.Message] struct {
-	c            *websocket.Conn
+	c *websocket.Conn
+	// ctx bounds reads and writes: the WebSocket library closes the
+	// connection at once when it is done (the Handler closed, the client
+	// closed). session, on the server side, is the session's own context,
+	// whose cause says why it ended: an EndSessions does not cut the
+	// connection through ctx, so the dispatcher can send what is queued
+	// before it closes conn.
 	ctx          context.Context
+	session      context.Context
 	writeTimeout time.Duration
 	maxBytes     int64
 	newIn        func() In
+	// beforeFirst, when set, runs before the first Recv reads; an error
+	// closes the connection with 1008 and is Recv's error. Recv runs on one
+	// goroutine at a time (the dispatcher hands the reading over), so a
+	// plain field does.
+	beforeFirst func() error
 
 	sendMu  sync.Mutex
 	sendErr error // the first failed Send
@@ -39,8 +51,8 @@ func (m *msgConn[In, Out]) failed() error {
 	return m.sendErr
 }
 
-func newConn(ctx context.Context, c *websocket.Conn, writeTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
-	return &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, writeTimeout: writeTimeout, maxBytes: maxBytes,
+func newConn(ctx, session context.Context, c *websocket.Conn, writeTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
+	return &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, session: session, writeTimeout: writeTimeout, maxBytes: maxBytes,
 		newIn: func() *pb.ClientMessage { return new(pb.ClientMessage) }}
 }
 
@@ -52,6 +64,18 @@ var errTextMessage = errors.New("a text WebSocket message; the protocol uses bin
 // *framing.DecodeError, after which the connection stays usable.
 func (m *msgConn[In, Out]) Recv() (In, error) {
 	var zero In
+	if f := m.beforeFirst; f != nil {
+		m.beforeFirst = nil
+		if err := f(); err != nil {
+			var ended *EndedError
+			reason := ""
+			if errors.As(err, &ended) {
+				reason = ended.closeReason()
+			}
+			m.c.Close(websocket.StatusPolicyViolation, reason)
+			return zero, err
+		}
+	}
 	typ, data, err := m.c.Read(m.ctx)
 	if err != nil {
 		if errors.Is(err, websocket.ErrMessageTooBig) {
@@ -97,13 +121,19 @@ func (m *msgConn[In, Out]) Send(msg Out) error {
 	return nil
 }
 
-// Close ends the connection with a closing handshake: 1001 (going away)
-// when the Handler was closed, 1000 otherwise. The handshake is bounded by
+// Close ends the connection with a closing handshake: 1008 (policy
+// violation) with the EndedError's reason when the Handler ended the
+// session on purpose, 1001 (going away) when the Handler was closed, 1000
+// otherwise. The handshake is bounded by
 // the WebSocket library's own timeouts, so a stalled peer cannot hold it;
 // after a failed write the connection is already gone and Close returns at
 // once.
 func (m *msgConn[In, Out]) Close() error {
-	if m.ctx.Err() != nil {
+	var ended *EndedError
+	switch {
+	case m.session != nil && errors.As(context.Cause(m.session), &ended):
+		return m.c.Close(websocket.StatusPolicyViolation, ended.closeReason())
+	case m.ctx.Err() != nil:
 		return m.c.Close(websocket.StatusGoingAway, "the server is shutting down")
 	}
 	return m.c.Close(websocket.StatusNormalClosure, "")
@@ -126,6 +156,10 @@ type DialOptions struct {
 	MaxMessageBytes int64
 	// WriteTimeout bounds one Send (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// HTTPClient makes the handshake (for wss://, its Transport's
+	// TLSClientConfig says which servers to trust); nil is
+	// http.DefaultClient.
+	HTTPClient *http.Client
 }
 
 // Dial opens a session at url (ws:// or wss://). ctx bounds the handshake
@@ -137,7 +171,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*ClientConn, error
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: opts.Header})
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: opts.HTTPClient})
 	if err != nil {
 		if resp != nil {
 			return nil, &DialError{URL: url, Status: resp.StatusCode, Err: err}

@@ -29,8 +29,8 @@
 //  2. Nothing is upgraded before the request passed the origin check (403
 //     otherwise) and the Authenticator (401 otherwise, with the
 //     Authenticator's reason): a refused request never opens a session.
-//     Code: Handler.ServeHTTP, checkOrigin, TokenAuthenticator.Authenticate.
-//     Tests: TestRefusedBeforeTheUpgrade.
+//     Code: Handler.ServeHTTP, checkOrigin, TokenAuthenticator.Authenticate, PrincipalTable.Authenticate.
+//     Tests: TestRefusedBeforeTheUpgrade, TestEndSessionsEndsOnlyThatPrincipal.
 //  3. A client message over Options.MaxMessageBytes is never read whole:
 //     the connection is closed with status 1009 (message too big) naming
 //     the bound, and the session ends.
@@ -48,4 +48,22 @@
 //     Tests: TestStalledReaderIsDisconnectedByTheWriteTimeout,
 //     TestNonAcknowledgingClientLosesItsWatchToBufferOverflow,
 //     TestUnacknowledgedUpdateClosesTheWatchWithAckTimeout, dispatch.TestOutboxBounds.
+//  5. A PrincipalTable holds no token, only its SHA-256 (TokenHash), and no
+//     refusal echoes the token it was given. Replace swaps the whole table
+//     at once or, refusing an entry (no ID, a duplicate ID or hash, an
+//     unset hash), changes nothing; a request authenticates against the
+//     old table or the new one, never a mix.
+//     Code: PrincipalTable.Replace, PrincipalTable.Authenticate, HashToken, ParseTokenHash.
+//     Tests: TestPrincipalTable, TestPrincipalTableReplaceWhileAuthenticating, TestParseTokenHash.
+//  6. After EndSessions(id) returns, with id's credentials already
+//     withdrawn from the Authenticator, no session of id is left: the ones
+//     being served end (status 1008, after the messages queued for them,
+//     such as the AUTHORIZATION_LOST closures of a SetPrincipal made just
+//     before, are sent), and a handshake authenticated before the call
+//     authenticates again before its first request. Likewise after
+//     Reauthenticate no handshake authenticated before it serves with a
+//     principal the Authenticator no longer gives.
+//     Code: Handler.EndSessions, Handler.Reauthenticate, Handler.recheck, msgConn.Recv, msgConn.Close, dispatch.ErrEnded.
+//     Tests: TestEndSessionsEndsOnlyThatPrincipal, TestAHandshakeInFlightDuringAReloadAuthenticatesAgain,
+//     dispatch.TestEndedSessionSendsWhatWasQueued.
 package wstransport

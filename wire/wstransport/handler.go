@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -46,9 +47,13 @@ type Options struct {
 	// WriteTimeout bounds one server message's write (default 10 s); a
 	// peer that does not take it in time is disconnected.
 	WriteTimeout time.Duration
+	// Started, when set, is called when a session begins serving, after
+	// the upgrade, with its principal.
+	Started func(p statestore.Principal)
 	// Ended, when set, is called after each session ended and its watches
 	// were removed, with the principal and Serve's error (nil at a clean
-	// close by the peer).
+	// close by the peer or when the Handler was closed; an *EndedError
+	// when EndSessions or Reauthenticate ended it).
 	Ended func(p statestore.Principal, err error)
 }
 
@@ -99,10 +104,21 @@ type Handler struct {
 	base context.Context // cancelled by Close: ends every session
 	stop context.CancelFunc
 
-	mu       sync.Mutex
-	closed   bool
-	sessions int
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	live   map[*liveSession]struct{}
+	// epoch counts the calls of Reauthenticate and EndSessions: a session
+	// whose handshake was authenticated in an older epoch authenticates
+	// again before it serves its first request.
+	epoch uint64
+	wg    sync.WaitGroup
+}
+
+// liveSession is one session being served, from the moment its handshake
+// was accepted.
+type liveSession struct {
+	p      statestore.Principal
+	cancel context.CancelCauseFunc
 }
 
 // NewHandler returns a Handler serving srv's sessions.
@@ -115,14 +131,14 @@ func NewHandler(srv *dispatch.Server, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Handler{srv: srv, opts: opts, base: base, stop: stop}, nil
+	return &Handler{srv: srv, opts: opts, base: base, stop: stop, live: map[*liveSession]struct{}{}}, nil
 }
 
 // Sessions returns the number of sessions being served.
 func (h *Handler) Sessions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sessions
+	return len(h.live)
 }
 
 // Close ends every session (status 1001, going away), answers later
@@ -137,21 +153,117 @@ func (h *Handler) Close() error {
 	return nil
 }
 
-// begin counts a new session, or reports that the Handler is closed.
-func (h *Handler) begin() bool {
+// EndedError is why the Handler ended a session on purpose (EndSessions,
+// or credentials that changed during its handshake): the session's Ended
+// error, and the reason of its closing status 1008 (policy violation). It
+// matches dispatch.ErrEnded, so what was queued for the session is sent
+// before the connection closes.
+type EndedError struct {
+	Principal string // the session's principal ID
+	Err       error  // the cause given
+}
+
+// Error names the principal and the cause.
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("wstransport: the session of principal %q was ended: %v", e.Principal, e.Err)
+}
+
+// Unwrap returns dispatch.ErrEnded and the cause.
+func (e *EndedError) Unwrap() []error { return []error{dispatch.ErrEnded, e.Err} }
+
+// closeReason is the close frame's reason: at most the 123 bytes a close
+// frame holds, cut at a character boundary.
+func (e *EndedError) closeReason() string {
+	s := fmt.Sprintf("principal %q: %v", e.Principal, e.Err)
+	if len(s) <= maxCloseReason {
+		return s
+	}
+	s = s[:maxCloseReason]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// maxCloseReason is the longest reason a close frame holds (RFC 6455
+// 5.5: a control frame's payload is at most 125 bytes, 2 of them the
+// status).
+const maxCloseReason = 123
+
+// EndSessions ends every session of principal id, with cause as their
+// reason: each one's queued messages are sent first (call it after
+// statestore.Store.SetPrincipal revoked id, and the peer reads the
+// AUTHORIZATION_LOST closures before the end), then its connection is
+// closed with status 1008. A handshake that was authenticated before the
+// call and starts serving after it authenticates again first (see
+// Reauthenticate): remove id's credentials from the Authenticator before
+// calling, and no session of id survives the call. It returns how many
+// sessions it ended.
+func (h *Handler) EndSessions(id string, cause error) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch++
+	n := 0
+	for ls := range h.live {
+		if ls.p.ID == id {
+			ls.cancel(&EndedError{Principal: id, Err: cause})
+			n++
+		}
+	}
+	return n
+}
+
+// Reauthenticate says the Authenticator's answers changed (a reload gave a
+// principal other rights): every handshake authenticated before the call
+// that has not yet served a request authenticates again before its first,
+// and ends (EndedError, status 1008) if that gives another principal or a
+// refusal; the peer reconnects. Call it after changing the Authenticator
+// and before statestore.Store.SetPrincipal: the sessions already serving
+// then have their store sessions open, and SetPrincipal reaches them.
+func (h *Handler) Reauthenticate() {
+	h.mu.Lock()
+	h.epoch++
+	h.mu.Unlock()
+}
+
+func (h *Handler) currentEpoch() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch
+}
+
+// recheck runs before a session's first request: if the epoch moved since
+// its handshake was authenticated, the request is authenticated again,
+// and a changed answer ends the session.
+func (h *Handler) recheck(r *http.Request, p statestore.Principal, epoch uint64) error {
+	if h.currentEpoch() == epoch {
+		return nil
+	}
+	now, err := h.opts.Authenticator.Authenticate(r)
+	switch {
+	case err != nil:
+		return &EndedError{Principal: p.ID, Err: fmt.Errorf("its credentials were withdrawn during the handshake: %w", err)}
+	case now != p:
+		return &EndedError{Principal: p.ID, Err: errors.New("its rights changed during the handshake; reconnect")}
+	}
+	return nil
+}
+
+// begin registers a new session, or reports that the Handler is closed.
+func (h *Handler) begin(ls *liveSession) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return false
 	}
-	h.sessions++
+	h.live[ls] = struct{}{}
 	h.wg.Add(1)
 	return true
 }
 
-func (h *Handler) end() {
+func (h *Handler) end(ls *liveSession) {
 	h.mu.Lock()
-	h.sessions--
+	delete(h.live, ls)
 	h.mu.Unlock()
 	h.wg.Done()
 }
@@ -163,33 +275,46 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
+	epoch := h.currentEpoch()
 	p, err := h.opts.Authenticator.Authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="keeppeek-statestore"`)
 		http.Error(w, "wstransport: not authenticated: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	if !h.begin() {
+	ctx, cancel := context.WithCancelCause(h.base)
+	defer cancel(nil)
+	ls := &liveSession{p: p, cancel: cancel}
+	if !h.begin(ls) {
 		http.Error(w, "wstransport: the server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer h.end()
+	defer h.end(ls)
 	// The origin was checked above, with the same rule Accept applies.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept wrote the response
 	}
 	c.SetReadLimit(h.opts.MaxMessageBytes)
-	ctx, cancel := context.WithCancel(h.base)
-	defer cancel()
-	conn := newConn(ctx, c, h.opts.WriteTimeout, h.opts.MaxMessageBytes)
+	conn := newConn(h.base, ctx, c, h.opts.WriteTimeout, h.opts.MaxMessageBytes)
+	// Serve opens the store session before the first Recv: a principal
+	// confirmed there is the one the store session runs as.
+	conn.beforeFirst = func() error { return h.recheck(r, p, epoch) }
+	if h.opts.Started != nil {
+		h.opts.Started(p)
+	}
 	err = h.srv.Serve(ctx, p, conn)
 	if serr := conn.failed(); serr != nil && errors.Is(err, context.Canceled) {
 		// A failed send cancels the session, so Serve reports the
 		// cancellation; the send is the cause.
 		err = serr
 	}
-	if h.base.Err() != nil {
+	var ended *EndedError
+	switch {
+	case errors.As(context.Cause(ctx), &ended):
+		err = ended
+	case errors.As(err, &ended):
+	case h.base.Err() != nil:
 		err = nil // the Handler closed it; not the session's fault
 	}
 	if h.opts.Ended != nil {

@@ -55,7 +55,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.store = s
-	o.transport.Authenticator = wstransport.TokenAuthenticator{Token: token, Principal: admin}
+	if o.transport.Authenticator == nil {
+		o.transport.Authenticator = wstransport.TokenAuthenticator{Token: token, Principal: admin}
+	}
 	o.transport.Ended = func(_ statestore.Principal, err error) { e.ended <- err }
 	h, err := wstransport.NewHandler(dispatch.New(s, o.dispatch), o.transport)
 	if err != nil {
@@ -107,8 +109,20 @@ func (e *env) put(ns, key string, seed int) statestore.Entry {
 	return en
 }
 
-// recv returns the next server message, failing the test on a hang.
+// recv returns the next server message, failing the test on a hang or
+// an error.
 func recv(t *testing.T, c *wstransport.ClientConn) *pb.ServerMessage {
+	t.Helper()
+	m, err := recvOrEnd(t, c)
+	if err != nil {
+		t.Fatalf("recv: %v", err)
+	}
+	return m
+}
+
+// recvOrEnd returns the next server message or the error that ended the
+// connection, failing the test on a hang.
+func recvOrEnd(t *testing.T, c *wstransport.ClientConn) (*pb.ServerMessage, error) {
 	t.Helper()
 	type res struct {
 		m   *pb.ServerMessage
@@ -121,13 +135,10 @@ func recv(t *testing.T, c *wstransport.ClientConn) *pb.ServerMessage {
 	}()
 	select {
 	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("recv: %v", r.err)
-		}
-		return r.m
+		return r.m, r.err
 	case <-time.After(hangGuard):
 		t.Fatal("recv: no message")
-		return nil
+		return nil, nil
 	}
 }
 
