@@ -174,17 +174,21 @@
 //     Code: batch.admit, quota.Limits.CheckPut.
 //     Tests: TestContractQuota, TestQuotaNamespaceCount, TestScenario7Rejections.
 //  7. Watches see no gap: a watch's snapshot is captured and the watch
-//     registered at one point of its home's commit order, so a mutation
+//     registered at one point of its home's commit order (the journal's
+//     commit-order lock, or for a settings-backed namespace the
+//     configuration lock every settings commit holds), so a mutation
 //     committed meanwhile is in the snapshot or arrives once as an update,
 //     never neither, never both.
 //     Code: Store.Watch, journalBackend.atCommitPoint, settingsBackend.atCommitPoint, Session.register.
-//     Tests: TestScenario3WatchDuringWrites, TestContractWatch.
+//     Tests: TestScenario3WatchDuringWrites, TestContractWatch, TestSettingsWatchSnapshotUnderTheConfigurationLock.
 //  8. Leases: every expiry is a journaled EXPIRE, committed before
 //     anything observes the key as absent, one per lease, reaching every
-//     matching watch once; Open purges overdue leases before serving.
-//     Code: batch.expireDue, expirer.run, purgeOverdue, Store.Get.
+//     matching watch once; Open purges overdue leases before serving, and
+//     a watch snapshot that meets a due lease commits its EXPIRE first and
+//     snapshots the state after it.
+//     Code: batch.expireDue, expirer.run, purgeOverdue, Store.Get, capture, journalBackend.atCommitPoint.
 //     Tests: TestLeasePattern, TestContractTTL, TestExpiredKeyObservedOnlyAfterExpire,
-//     TestRestartPurgesOverdueLeases, TestScenario2LeaseExpiryReachesEveryWatcher.
+//     TestRestartPurgesOverdueLeases, TestScenario2LeaseExpiryReachesEveryWatcher, TestWatchSnapshotExpiresDueLeasesFirst.
 //  9. Once Close has begun, every call that can fail answers UNAVAILABLE
 //     and touches no file: another handle may own the directory by then.
 //     Close releases the LOCK only after a Restore or Checkpoint in flight
