@@ -18,8 +18,9 @@ import (
 // open store, and RestoreDir builds a stopped store from one.
 
 // decodeBackup reads and fully validates a backup before anything changes:
-// the image's bounds and identifiers, and no namespace that settings hold
-// here (settings travel in config.toml, never in a runtime backup).
+// the image's bounds, identifiers and documents, and no namespace that
+// settings hold here (settings travel in config.toml, never in a runtime
+// backup).
 func decodeBackup(chk *recovery.Checker, r io.Reader, settings *settingsBackend) (*materialize.View, error) {
 	_, v, err := chk.DecodeBackup(r)
 	if err == nil {
@@ -47,7 +48,9 @@ func checkEmptyForRestore(root string) error {
 // backup, for a store that is not open: how a replacement machine is
 // brought up from the last backup before its first Open. It refuses a
 // directory that already holds a store's data, and a backup that is
-// damaged, from a newer format or over limits, changing nothing.
+// damaged, from a newer format, over limits or holding a document the
+// built-in schemas or the content guard refuse (a *DocumentError),
+// changing nothing.
 func RestoreDir(dir string, r io.Reader, limits quota.Limits) error {
 	root := filepath.Join(dir, StoreDirName)
 	chk, err := recovery.NewChecker(limits, nil)

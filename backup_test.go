@@ -3,7 +3,9 @@ package statestore_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 )
 
@@ -162,5 +165,54 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 			err = statestore.RestoreDir(t.TempDir(), bytes.NewReader(tc.data), dst.opts.Limits)
 			wantCode(t, err, statestore.InvalidArgument, "backup")
 		})
+	}
+}
+
+// TestRestoreRefusesForbiddenDocument restores the backup issue 29 found
+// served (testdata/forbidden/password.kpbak, {"password":"hunter2"} under
+// user/alice/intents/secret): Restore into the open store and RestoreDir
+// into an empty directory both refuse it with INVALID_ARGUMENT naming the
+// entry and the rule, after every check of its metadata, and change no
+// file and no entry.
+func TestRestoreRefusesForbiddenDocument(t *testing.T) {
+	t.Parallel()
+	backup, err := os.ReadFile(forbiddenBackup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRefusal := func(what string, err error) {
+		t.Helper()
+		wantCode(t, err, statestore.InvalidArgument, "backup")
+		var de *statestore.DocumentError
+		var se *schema.Error
+		if !errors.As(err, &de) || de.Namespace != "user/alice" || de.Key != "intents/secret" || de.Image != "backup" || de.Index != 0 ||
+			!errors.As(err, &se) || se.Path != "$.password" {
+			t.Fatalf("%s: %v; want a DocumentError for user/alice/intents/secret in the backup at $.password", what, err)
+		}
+		if want := "document of user/alice/intents/secret in the backup: schema keeppeek.media-intent.v1: $.password"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %q does not say %q", what, err, want)
+		}
+	}
+
+	// No pre-writing: its zeros, written in the background, would change
+	// the journal's files while the test compares them.
+	f := newFixture(t, func(o *statestore.Options) { o.NoPrewrite = true })
+	f.mustPut(alice, "user/alice", "intents/front-door", docN(1))
+	root := filepath.Join(f.dir, statestore.StoreDirName)
+	before, idx := wholeImage(t, f.s)
+	files := dirHashes(t, root)
+	checkRefusal("Restore", f.s.Restore(bytes.NewReader(backup)))
+	sameFiles(t, "a refused Restore", files, dirHashes(t, root))
+	if after, idx2 := wholeImage(t, f.s); !reflect.DeepEqual(after, before) || idx2 != idx {
+		t.Fatal("a refused Restore changed the store's state")
+	}
+	if _, err := f.s.Get(ctx, alice, "user/alice", "intents/secret"); !errors.Is(err, statestore.ErrNotFound) {
+		t.Fatalf("the forbidden entry is served: %v", err)
+	}
+
+	empty := t.TempDir()
+	checkRefusal("RestoreDir", statestore.RestoreDir(empty, bytes.NewReader(backup), quota.Limits{}))
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Fatalf("a refused RestoreDir left %v", left)
 	}
 }

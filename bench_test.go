@@ -95,3 +95,27 @@ func BenchmarkReplay(b *testing.B) {
 		f.s = nil
 	}
 }
+
+// BenchmarkOpenFromCheckpoint opens a store of 5,000 2,193-byte documents
+// from a checkpoint image and an empty journal after it: the image path of
+// Open, whose every document is validated as replayed records are.
+func BenchmarkOpenFromCheckpoint(b *testing.B) {
+	f := newFixture(b, func(o *statestore.Options) { o.CheckpointBytes = -1; o.NoSync = true })
+	for i := 0; i < 5000; i++ {
+		f.mustPut(admin, fmt.Sprintf("group/r%d", i%8), fmt.Sprintf("k%05d", i), testdoc.MediaIntent(2193, i))
+	}
+	if err := f.s.Checkpoint(); err != nil {
+		b.Fatal(err)
+	}
+	f.s.Close()
+	f.s = nil
+	b.SetBytes(5000 * 2193)
+	for b.Loop() {
+		f.open()
+		if f.s.OpenReport().Checkpoint.Path == "" {
+			b.Fatal("Open did not start from the checkpoint")
+		}
+		f.s.Close()
+		f.s = nil
+	}
+}

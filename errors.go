@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/internal/rules"
 	"github.com/keeppeek/statestore/schema"
 )
@@ -99,6 +100,14 @@ var (
 	ErrStorage          = &Error{Code: Storage}
 	ErrUnavailable      = &Error{Code: Unavailable}
 )
+
+// DocumentError is the cause inside an Open refused (UNAVAILABLE) or a
+// backup refused by Restore or RestoreDir (INVALID_ARGUMENT, field
+// "backup") because a stored document breaks this build's document rules:
+// it names the namespace and key, the journal index or the image, and, in
+// Err, the *schema.Error with the field path and the rule. Match it with
+// errors.As. See "Stored documents" in the package comment.
+type DocumentError = recovery.DocumentError
 
 // CodeOf returns the code of err: OK for nil, the *Error's code, and
 // Unavailable for any other error.

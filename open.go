@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,7 +27,9 @@ import (
 // takes the LOCK file, replays the journal with every check a write passes
 // at admission plus revision continuity, purges overdue leases (journaling
 // one EXPIRE each), and only then serves. Any failure is an *Error with code Unavailable wrapping
-// the cause (a *journal.CorruptError names the journal index and offset).
+// the cause (a *journal.CorruptError names the journal index and offset;
+// a stored document that breaks this build's rules is a *DocumentError
+// inside it, see "Stored documents" in the package comment).
 func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, newErr(InvalidArgument, "Dir", "the store directory must be set")
@@ -55,7 +58,11 @@ func Open(opts Options) (*Store, error) {
 		}
 		s.settings.close()
 		s.lock.Release()
-		return nil, &Error{Code: Unavailable, Field: "store", Message: fmt.Sprintf("open %s: %v", s.root, err), Err: err}
+		msg := fmt.Sprintf("open %s: %v", s.root, err)
+		if de := (*recovery.DocumentError)(nil); errors.As(err, &de) {
+			msg += "; " + recovery.MigrationHint
+		}
+		return nil, &Error{Code: Unavailable, Field: "store", Message: msg, Err: err}
 	}
 	return s, nil
 }

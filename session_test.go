@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/watch"
@@ -751,4 +753,58 @@ func TestSessionDrainDeliversTheClosuresOfSetPrincipal(t *testing.T) {
 		t.Fatalf("closed %+v, want own AUTHORIZATION_LOST", c)
 	}
 	ss.Close()
+}
+
+// stillClock reads a fake clock, and its timers never fire: the store's
+// expirer never wakes on its own, so a lapsed lease stays in the view
+// until something else meets it.
+type stillClock struct{ f *clock.Fake }
+
+func (c stillClock) Now() time.Time                     { return c.f.Now() }
+func (c stillClock) NewTimer(time.Duration) clock.Timer { return stillTimer{} }
+
+type stillTimer struct{}
+
+func (stillTimer) C() <-chan time.Time { return nil }
+func (stillTimer) Stop() bool          { return true }
+
+// TestWatchSnapshotExpiresDueLeasesFirst: a watch whose snapshot meets a
+// lease already due (the expirer has not run: its timers never fire here)
+// journals the EXPIRE first and snapshots the state after it, so the
+// snapshot holds no lapsed entry, its revision counts the EXPIRE, and the
+// watch gets no update for it: disk and watch agree on every revision.
+func TestWatchSnapshotExpiresDueLeasesFirst(t *testing.T) {
+	t.Parallel()
+	fake := clock.NewFake(t0)
+	f := newFixture(t, func(o *statestore.Options) { o.Clock = stillClock{fake} })
+	const ns = "user/alice"
+	f.mustPut(alice, ns, "durable", docN(1))
+	if _, err := f.lease(alice, ns, "leased", statestore.CreateOnly, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(5 * time.Second) // due (expiry is inclusive), not expired yet
+	if got := journalKinds(t, f); len(got) != 2 {
+		t.Fatalf("journal %v before the watch: the expirer ran, the test proves nothing", got)
+	}
+
+	ss, sink := f.session(alice)
+	res := f.watch(ss, "w", ns, "")
+	var keys []string
+	for _, e := range res.Entries {
+		keys = append(keys, e.Key)
+	}
+	if !slices.Equal(keys, []string{"durable"}) || res.SnapshotRevision != 3 {
+		t.Fatalf("snapshot at revision %d holds %v; want only durable, at revision 3 (after the EXPIRE)", res.SnapshotRevision, keys)
+	}
+	kinds := journalKinds(t, f)
+	if want := []journal.Kind{journal.KindPut, journal.KindPut, journal.KindExpire}; !slices.Equal(kinds, want) {
+		t.Fatalf("journal %v, want %v", kinds, want)
+	}
+	if snap, ok := sink.next(t).(*watch.Snapshot); !ok || snap.SnapshotRevision != 3 {
+		t.Fatalf("first message %#v, want the snapshot at revision 3", snap)
+	}
+	f.mustPut(alice, ns, "next", docN(2))
+	if u := sink.nextUpdate(t); u.Sequence != 1 || u.Kind != watch.Put || u.Key != "next" || u.Revision != 4 {
+		t.Fatalf("first update %+v, want the PUT of next at revision 4 (the EXPIRE is in the snapshot, not an update)", u)
+	}
 }

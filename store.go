@@ -377,7 +377,10 @@ func (s *Store) Backup(w io.Writer) error {
 }
 
 // Restore replaces the open store's state with a backup. The backup is
-// decoded and checked against every bound first; a bad one changes nothing.
+// decoded and checked first, against every bound and rule a write passes,
+// each document against its schema and the content guard (a refusal wraps
+// a *DocumentError naming the entry and the rule); a bad one changes
+// nothing.
 // Namespace revisions, entry revisions and counters come back together in
 // one step, durably (a checkpoint of the restored state at the journal's
 // current index, the journal truncated behind it), before any later call

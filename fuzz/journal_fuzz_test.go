@@ -321,7 +321,7 @@ func openJournalDir(r *realStore, dir string) (*journalOutcome, error) {
 	}
 	v := materialize.New()
 	for i, rec := range o.recs {
-		if err := r.check.Check(v, rec); err != nil {
+		if err := r.check.Check(v, uint64(i+1), rec); err != nil {
 			o.refusal = fmt.Errorf("record %d: %v", i+1, err)
 			return o, nil
 		}

@@ -218,7 +218,7 @@ func buildRealStore() (_ *realStore, err error) {
 	r.views = []*materialize.View{materialize.New()}
 	for i, rec := range r.recs {
 		v := r.views[i].Clone()
-		if err := r.check.Check(v, rec); err != nil {
+		if err := r.check.Check(v, uint64(i+1), rec); err != nil {
 			return nil, fmt.Errorf("record %d: %v", i+1, err)
 		}
 		if _, err := v.Apply(rec); err != nil {

@@ -181,8 +181,9 @@ func copyFile(from, to string) error {
 }
 
 const restoreAbout = `Builds a store from a backup in a directory that holds no store yet; it writes. The
-backup is decoded and checked against every bound before anything is written; a damaged backup, one from
-a newer format or one over the bounds changes nothing (exit 1). It refuses a directory whose store
+backup is decoded and checked against every bound and rule before anything is written, each document
+against its schema and the content guard; a damaged backup, one from a newer format, one over the bounds
+or one holding a document the rules refuse changes nothing (exit 1). It refuses a directory whose store
 already holds a journal or checkpoints (exit 2): restore into an empty directory, or into the running
 store (Store.Restore). The store then holds the backup's state, namespace revisions and entry revisions,
 at the backup's journal index.`

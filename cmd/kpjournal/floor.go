@@ -56,14 +56,26 @@ func (s *segmentScan) torn(i int, isLast bool, floor journal.Floor, lim journal.
 	return true, d.Reason
 }
 
-// ckptSeverity grades an image that does not load the way Open does: Open
-// still opens when another image loads (base) or when the journal holds
-// every record from index 1 (it replays from the empty state), so the image
-// is only REPAIRABLE clutter (kpjournal repair moves it aside); otherwise
-// the records before the journal's first index exist only in damaged
-// images and Open refuses. The second result explains the verdict.
-func ckptSeverity(base *ckpt, segs []journal.Segment) (string, string) {
+// ckptSeverity grades an image ck that does not load the way Open does:
+// Open still opens when a newer image loads (base), and past damage when
+// an older one loads or the journal holds every record from index 1 (it
+// replays from the empty state), so such an image is only REPAIRABLE
+// clutter (kpjournal repair moves it aside); otherwise the records before
+// the journal's first index exist only in damaged images and Open
+// refuses. An intact image holding a document the rules refuse is no
+// damage: Open refuses at it unless a newer image loads, so moving it aside
+// is no repair. The second result explains the verdict.
+func ckptSeverity(ck, base *ckpt, segs []journal.Segment) (string, string) {
+	var de *recovery.DocumentError
+	if errors.As(ck.Err, &de) {
+		if base != nil && base.Index > ck.Index {
+			return repairable, fmt.Sprintf("; the store opens from the newer %s (kpjournal repair moves this image to quarantine/)", base.Name())
+		}
+		return corruption, "; the image is intact, so the store refuses to open rather than fall back from it: " + recovery.MigrationHint
+	}
 	switch {
+	case base != nil && base.Err != nil:
+		return repairable, fmt.Sprintf("; the store goes on to the older %s, whose documents it refuses (kpjournal repair moves the damaged image to quarantine/)", base.Name())
 	case base != nil:
 		return repairable, fmt.Sprintf("; the store opens from the older %s (kpjournal repair moves the damaged image to quarantine/)", base.Name())
 	case len(segs) > 0 && segs[0].Start <= 1:

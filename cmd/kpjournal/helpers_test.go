@@ -199,7 +199,8 @@ func wantContains(t *testing.T, what, s string, subs ...string) {
 // verifyChecked runs verify --json and holds its verdict to the store's
 // own loading (recovery.LoadState, what Open runs): a store in which
 // verify finds no corruption must load, to the state verify's replay ended
-// in. (Verify finds more than loading does: it validates every document.)
+// in. (Verify reports more than loading refuses: every problem, not the
+// first, and documents after a record the replay stopped at.)
 func verifyChecked(t *testing.T, dir string, extra ...string) (int, verifyReport) {
 	t.Helper()
 	var rep verifyReport

@@ -199,9 +199,9 @@ func (r *repairer) cutTail() int {
 
 // damagedCheckpoints lists the images that do not load. Moving them aside
 // is a repair only when the store opens without them (another image loads,
-// or the journal holds every record from index 1); otherwise the records
-// before the journal's start exist only in those images, and repair
-// refuses, changing nothing, and says what will help.
+// or the journal holds every record from index 1, and no intact image the
+// store would start from holds a document the rules refuse); otherwise
+// repair refuses, changing nothing, and says what will help.
 func (r *repairer) damagedCheckpoints(segs []journal.Segment) ([]*ckpt, int) {
 	c := r.c
 	ckpts, err := listCheckpoints(c.root())
@@ -217,9 +217,9 @@ func (r *repairer) damagedCheckpoints(segs []journal.Segment) ([]*ckpt, int) {
 			base = ckpts[i]
 		}
 	}
-	if len(damaged) > 0 {
-		if sev, why := ckptSeverity(base, segs); sev == corruption {
-			return nil, c.Fail(exitProblems, "checkpoint %s does not load%s; nothing changed", damaged[0].Name(), why)
+	for _, ck := range damaged {
+		if sev, why := ckptSeverity(ck, base, segs); sev == corruption {
+			return nil, c.Fail(exitProblems, "checkpoint %s does not load%s; nothing changed", ck.Name(), why)
 		}
 	}
 	return damaged, -1

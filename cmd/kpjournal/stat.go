@@ -106,7 +106,7 @@ func collectStat(c *cli, chk *recovery.Checker) (*statDoc, error) {
 	}
 	var base *ckpt
 	for i := len(ckpts) - 1; i >= 0 && base == nil; i-- {
-		if ckpts[i].load(chk) == nil {
+		if ckpts[i].load(chk); ckpts[i].base() {
 			base = ckpts[i]
 		}
 	}
@@ -124,7 +124,7 @@ func collectStat(c *cli, chk *recovery.Checker) (*statDoc, error) {
 	}
 	for _, ck := range ckpts {
 		if ck.Err != nil {
-			sev, why := ckptSeverity(base, segs)
+			sev, why := ckptSeverity(ck, base, segs)
 			d.Problems = append(d.Problems, problem{Severity: sev, File: ck.Name(), Offset: ck.Offset, Index: ck.Index, Reason: "checkpoint does not load: " + ck.Err.Error() + why})
 		}
 	}

@@ -57,18 +57,28 @@ func (c *ckpt) note(err error) {
 	}
 }
 
-// load decodes the image as Open does (recovery.Checker.LoadImage).
+// load decodes the image as Open does (recovery.Checker.LoadImage). An
+// image refused only for a document (a *recovery.DocumentError) keeps its
+// View: Open refuses there, yet its state is whole, so verify checks the
+// journal after it.
 func (c *ckpt) load(chk *recovery.Checker) error {
 	if c.View != nil {
-		return nil
+		return c.Err
 	}
 	h, v, err := chk.LoadImage(c.File)
-	if err != nil {
-		c.note(err)
-		return err
+	if v != nil {
+		c.Header, c.View, c.Err = h, v, nil
 	}
-	c.Header, c.View, c.Err = h, v, nil
-	return nil
+	c.note(err)
+	return err
+}
+
+// base reports whether Open starts from this image once it is loaded,
+// when no newer one is: it loads, or it is intact and only a document
+// fails, so Open refuses at it rather than fall back from it.
+func (c *ckpt) base() bool {
+	var de *recovery.DocumentError
+	return c.View != nil && (c.Err == nil || errors.As(c.Err, &de))
 }
 
 // journalSize is the total size of the segment files.

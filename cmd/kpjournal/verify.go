@@ -13,11 +13,13 @@ import (
 )
 
 const verifyAbout = `Checks a stopped store's files without changing them: every checkpoint
-(decoded within the bounds, then every bound and identifier rule on the image); every journal record's
-framing and CRC-32C in every segment, going on past damage so that each problem is reported, not just
-the first; index continuity across segments; a semantic replay from the newest checkpoint that loads
-(revision continuity, identifiers, schema and owner, every bound, and every PUT document validated
-against its schema); and that the journal continues that checkpoint. Each problem names the file, byte
+(decoded within the bounds, then every bound and identifier rule on the image, then every document
+against its schema and the content guard); every journal record's framing and CRC-32C in every
+segment, going on past damage so that each problem is reported, not just the first; index continuity
+across segments; a semantic replay from the newest checkpoint that loads (revision continuity,
+identifiers, schema and owner, every bound, and every PUT document from there on validated against its
+schema and the content guard, as the store does when it opens); and that the journal continues that
+checkpoint. Each problem names the file, byte
 offset, journal index and reason. A torn final record of the last segment is REPAIRABLE (kpjournal
 repair cuts it); anything else is CORRUPTION. Overdue leases are listed as notes: the store purges them
 when it opens. Pass the bounds the store runs with if they differ from the defaults. Throughput is
@@ -151,14 +153,14 @@ func (v *verifier) run() (*verifyReport, error) {
 	var base *ckpt
 	for i := len(ckpts) - 1; i >= 0; i-- {
 		ck := ckpts[i]
-		if ck.load(v.chk) == nil && base == nil {
+		if ck.load(v.chk); ck.base() && base == nil {
 			base = ck
 		}
 		prog.add(ck.Size)
 	}
 	for i := len(ckpts) - 1; i >= 0; i-- {
 		if ck := ckpts[i]; ck.Err != nil {
-			sev, why := ckptSeverity(base, segs)
+			sev, why := ckptSeverity(ck, base, segs)
 			v.problem(sev, ck.Name(), ck.Offset, ck.Index, "checkpoint does not load: %v%s", ck.Err, why)
 		}
 	}
@@ -215,7 +217,7 @@ func (v *verifier) run() (*verifyReport, error) {
 	var expect uint64 // index the next segment must start at; 0 when unknown
 	var prev *journal.Segment
 	err = scanJournal(segs, lim, v.workers,
-		func(w int, s *segmentScan, it *item, f *journal.Frame) { docs[w].check(v.chk, s, it, f) },
+		func(w int, s *segmentScan, it *item, f *journal.Frame) { docs[w].check(v.chk, v.from, s, it, f) },
 		func(s *segmentScan) error {
 			v.segment(s, segs, prev, expect)
 			expect = s.next
@@ -226,6 +228,12 @@ func (v *verifier) run() (*verifyReport, error) {
 		})
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range docs {
+		if d.failed {
+			v.rep.Notes = append(v.rep.Notes, "documents the rules refuse: the store refuses to open; "+recovery.MigrationHint)
+			break
+		}
 	}
 
 	// Records up to the acknowledged floor must all be there (an emptied or
@@ -363,15 +371,17 @@ func (v *verifier) markers() {
 }
 
 // docChecker validates PUT documents on one worker, reusing one record so
-// that validation allocates nothing of its own.
+// that validation allocates nothing of its own. It checks the records the
+// store replays (from the replay base on), as Open does.
 type docChecker struct {
 	rec     journal.Record
 	schemas map[string]string
+	failed  bool // a document failed
 }
 
-func (d *docChecker) check(chk *recovery.Checker, s *segmentScan, it *item, f *journal.Frame) {
-	if f.Kind != journal.KindPut {
-		return
+func (d *docChecker) check(chk *recovery.Checker, from uint64, s *segmentScan, it *item, f *journal.Frame) {
+	if f.Kind != journal.KindPut || it.index != 0 && it.index < from {
+		return // no document, or one the store never reads again: the replay starts after it
 	}
 	if d.schemas == nil {
 		d.schemas = make(map[string]string)
@@ -384,9 +394,13 @@ func (d *docChecker) check(chk *recovery.Checker, s *segmentScan, it *item, f *j
 		}
 	}
 	d.rec.Kind, d.rec.Schema, d.rec.Document = journal.KindPut, name, f.Document
-	if err := chk.CheckDocument(&d.rec); err != nil {
+	if err := chk.CheckDocument(it.index, &d.rec); err != nil {
+		// Again with the whole record, so the problem is Open's refusal
+		// word for word, naming the entry (a copy made only on failure).
+		err = chk.CheckDocument(it.index, f.Record())
 		s.docProblems = append(s.docProblems, problem{Severity: corruption, File: segFile(s.seg.Name()), Offset: it.offset, Index: it.index,
-			Reason: fmt.Sprintf("document of %s/%s: %v", f.Namespace, f.Key, err)})
+			Reason: err.Error()})
+		d.failed = true
 	}
 	d.rec.Document = nil
 }

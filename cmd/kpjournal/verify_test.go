@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,8 +10,11 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/schema"
 )
 
@@ -310,7 +314,7 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 		{"invalid key", []*journal.Record{putRec("service/a", "a//b", 1, good)}, 1, "invalid segment", false},
 		{"unregistered schema", []*journal.Record{{Kind: journal.KindPut, Namespace: "service/a", Key: "k", Revision: 1, Schema: "keeppeek.other.v1", Owner: "ops", Document: []byte(good)}}, 1, "not a registered schema", false},
 		{"no owner", []*journal.Record{{Kind: journal.KindPut, Namespace: "service/a", Key: "k", Revision: 1, Schema: schema.MediaIntentV1, Document: []byte(good)}}, 1, "without an owner", false},
-		{"invalid document", []*journal.Record{putRec("service/a", "k", 1, `{"role":"publish","password":"x"}`)}, 1, "document of service/a/k", false},
+		{"invalid document", []*journal.Record{putRec("service/a", "k", 1, `{"role":"publish","password":"x"}`)}, 1, "document of service/a/k at journal index 1", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,15 +335,13 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 			if stopped := rep.Replay.StoppedAt.ok; stopped != tc.stops {
 				t.Errorf("replay stopped at %v; want stop %v", rep.Replay.StoppedAt, tc.stops)
 			}
-			// The store refuses to open on every replay problem verify reports
-			// (documents are re-validated by verify only).
-			if !strings.HasPrefix(tc.name, "invalid document") {
-				if s, err := statestore.Open(statestore.Options{Dir: dir}); err == nil {
-					s.Close()
-					t.Errorf("the store opens a journal verify refuses")
-				} else {
-					wantContains(t, "open error", err.Error(), fmt.Sprintf("index %d", tc.index))
-				}
+			// The store refuses to open on every replay problem verify reports,
+			// documents included.
+			if s, err := statestore.Open(statestore.Options{Dir: dir}); err == nil {
+				s.Close()
+				t.Errorf("the store opens a journal verify refuses")
+			} else {
+				wantContains(t, "open error", err.Error(), fmt.Sprintf("index %d", tc.index))
 			}
 		})
 	}
@@ -383,5 +385,135 @@ func TestVerifyMissingSegment(t *testing.T) {
 	p := rep.Problems[0]
 	if p.File != "journal/"+segs[1].Name() || p.Offset != segs[1].Size || p.Index != segs[2].Start || !strings.Contains(p.Reason, "missing or duplicated segment") {
 		t.Errorf("problem %+v", p)
+	}
+}
+
+// forbiddenFixtures is the root package's testdata/forbidden (see its
+// README): a journal whose record 2 is not JSON, and a backup holding a
+// credential.
+const forbiddenFixtures = "../../testdata/forbidden"
+
+// copyFixture copies the fixture store under forbiddenFixtures/name into
+// a new directory and returns it.
+func copyFixture(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(forbiddenFixtures, name))); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestVerifyReportsForbiddenDocumentsAsOpenRefuses: on the stores issue 29
+// found served, verify reports the document Open refuses, word for word
+// (namespace, key, journal index or image, and the rule), as CORRUPTION,
+// says how to migrate, and changes nothing; repair refuses to move an
+// intact image aside.
+func TestVerifyReportsForbiddenDocumentsAsOpenRefuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(t *testing.T) string
+		file  string // the problem's
+		index uint64
+		says  string
+		// repairRefuses: an image repair would move aside; a journal
+		// record is no damage repair acts on, so it has nothing to do.
+		repairRefuses bool
+	}{
+		{"journal record not JSON", func(t *testing.T) string { return copyFixture(t, "not-json") },
+			"journal/00000000000000000001", 2, "document of user/alice/intents/broken at journal index 2: schema keeppeek.media-intent.v1: $: invalid JSON", false},
+		{"checkpoint image with a credential", func(t *testing.T) string {
+			dir := t.TempDir()
+			b, err := os.ReadFile(filepath.Join(forbiddenFixtures, "password.kpbak"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// kpjournal restore refuses it, as RestoreDir does; the store
+			// is made by hand, as a tampered or older one could be.
+			if code, _, errs := kp(t, "restore", "--dir", dir, "--in", filepath.Join(forbiddenFixtures, "password.kpbak")); code == exitOK ||
+				!strings.Contains(errs, "document of user/alice/intents/secret in the backup") {
+				t.Fatalf("restore of the forbidden backup: exit %d: %s", code, errs)
+			}
+			root := filepath.Join(dir, statestore.StoreDirName)
+			if err := journal.CreateEmpty(filepath.Join(root, "journal"), 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "checkpoint-00000000000000000002.ckpt"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "LOCK"), nil, 0o644); err != nil { // a stopped store's
+				t.Fatal(err)
+			}
+			return dir
+		}, "checkpoint-00000000000000000002.ckpt", 2, "document of user/alice/intents/secret in checkpoint ", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := tc.setup(t)
+			before := treeHashes(t, dir)
+			code, rep := verifyChecked(t, dir)
+			sameTree(t, "verify", before, treeHashes(t, dir))
+			if code != exitProblems || len(rep.Problems) != 1 {
+				t.Fatalf("exit %d, problems %+v", code, rep.Problems)
+			}
+			p := rep.Problems[0]
+			if p.Severity != corruption || p.File != tc.file || p.Index != tc.index || !strings.Contains(p.Reason, tc.says) ||
+				!strings.Contains(p.Reason+strings.Join(rep.Notes, "\n"), recovery.MigrationHint) {
+				t.Fatalf("problem %+v (notes %q), want CORRUPTION in %s at %d saying %q and how to migrate", p, rep.Notes, tc.file, tc.index, tc.says)
+			}
+			_, err := statestore.Open(statestore.Options{Dir: dir})
+			var de *statestore.DocumentError
+			if !errors.As(err, &de) {
+				t.Fatalf("Open: %v, want a DocumentError", err)
+			}
+			if !strings.Contains(p.Reason, de.Error()) {
+				t.Fatalf("verify says %q, Open %q", p.Reason, de.Error())
+			}
+			var ce *journal.CorruptError
+			if errors.As(err, &ce) && (ce.Offset != p.Offset || segFile(ce.Segment) != p.File) {
+				t.Fatalf("Open refuses at %s offset %d, verify reports %s offset %d", ce.Segment, ce.Offset, p.File, p.Offset)
+			}
+			if code, out, errs := kp(t, "repair", "--dir", dir, "--yes"); (code != exitOK) != tc.repairRefuses {
+				t.Fatalf("repair exit %d: %s%s", code, out, errs)
+			}
+			sameTree(t, "verify and repair", before, treeHashes(t, dir))
+		})
+	}
+}
+
+// TestVerifyIgnoresDocumentsBeforeTheReplayBase: a document the rules
+// refuse, in a journal record the newest checkpoint has retired (the
+// record is still on disk, the image holds its replacement), is read by
+// neither Open nor verify: the store opens and verify finds nothing, as
+// after the migration the package comment of the store describes.
+func TestVerifyIgnoresDocumentsBeforeTheReplayBase(t *testing.T) {
+	t.Parallel()
+	good := string(doc(1))
+	recs := []*journal.Record{putRec("service/a", "k", 1, `{"role":"publish","password":"x"}`), putRec("service/a", "k", 2, good)}
+	dir := handJournal(t, recs...)
+	// The image is the state at index 2: the second PUT replaced the first.
+	v := materialize.New()
+	for _, rec := range recs {
+		if _, err := v.Apply(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := checkpoint.WriteFile(filepath.Join(dir, statestore.StoreDirName, checkpoint.Name(2)), v, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	s, err := statestore.Open(statestore.Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	s.Close()
+	if code, rep := verifyChecked(t, dir); code != exitOK || len(rep.Problems) != 0 || rep.Replay.FromIndex != 3 {
+		t.Fatalf("verify exit %d, problems %v, replay from %d", code, rep.Problems, rep.Replay.FromIndex)
+	}
+	// Without the image, both replay the record and refuse it.
+	os.Remove(filepath.Join(dir, statestore.StoreDirName, checkpoint.Name(2)))
+	if code, rep := verifyChecked(t, dir); code != exitProblems || len(rep.Problems) != 1 || rep.Problems[0].Index != 1 {
+		t.Fatalf("without the image: verify exit %d, problems %v", code, rep.Problems)
 	}
 }

@@ -40,12 +40,22 @@ func (c *Checker) Limits() quota.Limits { return c.limits }
 // Schemas returns the registry documents are checked against.
 func (c *Checker) Schemas() *schema.Registry { return c.schemas }
 
-// Check reports why rec cannot follow the state v (nil if it can):
-// identifiers, revision continuity, DELETE/EXPIRE of a missing key, a
-// registered schema and an owner on PUT, and every bound. Metadata only:
-// the document was validated at admission and is covered by the frame's
-// CRC; CheckDocument re-validates it in full.
-func (c *Checker) Check(v *materialize.View, rec *journal.Record) error {
+// Check reports why rec, the record at journal index index, cannot follow
+// the state v (nil if it can): identifiers, revision continuity,
+// DELETE/EXPIRE of a missing key, a registered schema and an owner on PUT,
+// every bound, and then, within those bounds, the document against its
+// schema and the content guard (CheckDocument), as at admission. Load
+// applies the same checks, the document's on other goroutines.
+func (c *Checker) Check(v *materialize.View, index uint64, rec *journal.Record) error {
+	if err := c.checkState(v, rec); err != nil {
+		return err
+	}
+	return c.CheckDocument(index, rec)
+}
+
+// checkState is Check without the document: what a record says of itself
+// and what the state before it allows.
+func (c *Checker) checkState(v *materialize.View, rec *journal.Record) error {
 	if err := c.CheckMetadata(rec); err != nil {
 		return err
 	}
@@ -99,17 +109,23 @@ func (c *Checker) CheckPut(u quota.Usage, namespace string, exists bool, oldByte
 	return c.limits.CheckPut(u, namespace, exists, oldBytes, docBytes)
 }
 
-// CheckDocument validates a PUT record's document against its schema, as
-// admission did.
-func (c *Checker) CheckDocument(rec *journal.Record) error {
+// CheckDocument validates the document of rec, the PUT record at journal
+// index index, against its schema and the content guard, as admission
+// did: a *DocumentError naming the entry, the index and the rule, or nil.
+// Other kinds of record carry no document.
+func (c *Checker) CheckDocument(index uint64, rec *journal.Record) error {
 	if rec.Kind != journal.KindPut {
 		return nil
 	}
-	return c.schemas.Validate(rec.Schema, rec.Document)
+	if err := c.schemas.Validate(rec.Schema, rec.Document); err != nil {
+		return &DocumentError{Namespace: rec.Namespace, Key: rec.Key, Index: index, Err: err}
+	}
+	return nil
 }
 
-// CheckView applies the bounds and identifier rules to a whole loaded
-// image (a checkpoint or backup), which its decoder bounds only coarsely.
+// CheckView applies the bounds, identifier and metadata rules to a whole
+// loaded image (a checkpoint or backup), which its decoder bounds only
+// coarsely. Its documents are LoadImage's and DecodeBackup's next check.
 func (c *Checker) CheckView(v *materialize.View) error {
 	_, bytes, nss := v.Totals()
 	if nss > c.limits.MaxNamespaces {
@@ -168,7 +184,11 @@ func (c *Checker) CheckpointLimits() checkpoint.Limits {
 
 // LoadImage decodes the checkpoint image f with the checks Open applies
 // to one: the decoder's bounds, the header's index against the file's
-// name, and every bound and identifier rule on the whole image.
+// name, every bound, identifier and metadata rule on the whole image, and
+// then every document against its schema and the content guard. A
+// document that fails is a *DocumentError naming f.Path, returned with the
+// decoded image and its header: Open refuses the load there, and kpjournal
+// verify goes on checking the journal from the image.
 func (c *Checker) LoadImage(f checkpoint.File) (checkpoint.Header, *materialize.View, error) {
 	hdr, v, err := checkpoint.ReadFile(f.Path, c.CheckpointLimits())
 	if err == nil && hdr.Index != f.Index {
@@ -180,16 +200,20 @@ func (c *Checker) LoadImage(f checkpoint.File) (checkpoint.Header, *materialize.
 	if err != nil {
 		return checkpoint.Header{}, nil, err
 	}
-	return hdr, v, nil
+	return hdr, v, c.checkDocuments(v, f.Path)
 }
 
 // DecodeBackup reads a backup (a checkpoint image) from r with the checks
-// an image gets at Open: the decoder's bounds, then every bound and
-// identifier rule on the whole image.
+// an image gets at Open: the decoder's bounds, every bound, identifier and
+// metadata rule on the whole image, then every document (a
+// *DocumentError in "backup").
 func (c *Checker) DecodeBackup(r io.Reader) (checkpoint.Header, *materialize.View, error) {
 	hdr, v, err := checkpoint.Decode(r, c.CheckpointLimits())
 	if err == nil {
 		err = c.CheckView(v)
+	}
+	if err == nil {
+		err = c.checkDocuments(v, backupImage)
 	}
 	return hdr, v, err
 }

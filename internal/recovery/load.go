@@ -173,9 +173,19 @@ func Load(src Source) (*State, error) {
 	if src.JudgeTail {
 		last = 0 // whatever the files hold; the tail is judged below
 	}
+	// Each record's metadata and bounds are checked here, in order, before
+	// its document goes to the pool: metadata before documents, as at
+	// admission.
+	docs := src.Checker.newDocPool("")
 	err = journal.ReplayDir(src.JournalDir, ckptIndex+1, last, lim, func(idx uint64, rec *journal.Record) error {
-		if err := src.Checker.Check(view, rec); err != nil {
+		if docs.hasFailed() {
+			return errDocumentFailed
+		}
+		if err := src.Checker.checkState(view, rec); err != nil {
 			return err
+		}
+		if rec.Kind == journal.KindPut {
+			docs.add(docJob{seq: idx, index: idx, namespace: rec.Namespace, key: rec.Key, schema: rec.Schema, doc: rec.Document})
 		}
 		_, err := view.Apply(rec)
 		st.Index = idx
@@ -189,6 +199,11 @@ func Load(src Source) (*State, error) {
 	if errors.Is(err, errPastAt) {
 		err = nil
 	}
+	// A document that fails comes before whatever ended the replay (only
+	// records before that were handed out), so it is the refusal.
+	if de := docs.wait(); de != nil && (err == nil || errors.Is(err, errDocumentFailed) || isCorrupt(err)) {
+		err = locate(src.JournalDir, lim, de)
+	}
 	var ce *journal.CorruptError
 	if src.JudgeTail && errors.As(err, &ce) && ce.Err == nil {
 		if cut, terr := src.tornTail(ce); terr == nil {
@@ -199,6 +214,13 @@ func Load(src Source) (*State, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// isCorrupt reports whether err is a refusal of the journal's contents
+// (rather than a failure to read them).
+func isCorrupt(err error) bool {
+	var ce *journal.CorruptError
+	return errors.As(err, &ce)
 }
 
 // tornTail reports whether the damage ce that ended a replay is a torn
@@ -219,7 +241,8 @@ func (src Source) tornTail(ce *journal.CorruptError) (*journal.TailCut, error) {
 }
 
 // loadCheckpoint loads the newest image at or below src.At that loads,
-// falling back to older ones. When none loads, the journal decides: if it
+// falling back to older ones past damage, but not past an intact image
+// holding a document this build's rules refuse: that refuses the load. When none loads, the journal decides: if it
 // still holds every record from index 1 (src.First is 1), replay starts
 // from the empty state and the skipped images are reported; otherwise the
 // records before src.First live only in the damaged images, and the load
@@ -238,6 +261,14 @@ func (src Source) loadCheckpoint(st *State) (*materialize.View, uint64, error) {
 		}
 		considered++
 		_, v, err := src.Checker.LoadImage(f)
+		var de *DocumentError
+		if errors.As(err, &de) {
+			// The image is intact and says what was stored; this build's
+			// rules refuse it. Falling back cannot help: the write that
+			// stored the document is in the journal after any older image
+			// (and fails there too), or exists only in this image.
+			return nil, 0, err
+		}
 		if err != nil {
 			rep.Skipped = append(rep.Skipped, err)
 			st.Unloadable = append(st.Unloadable, f.Path)

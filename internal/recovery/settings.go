@@ -58,7 +58,7 @@ func (c *Checker) SettingsView(sec *settings.Section) (*materialize.View, error)
 		if err := c.limits.CheckDocument(len(se.Document)); err != nil {
 			return nil, fail("document", err)
 		}
-		if err := c.CheckDocument(rec); err != nil {
+		if err := c.schemas.Validate(rec.Schema, rec.Document); err != nil {
 			return nil, fail("document", err)
 		}
 		n := counters[se.Namespace]

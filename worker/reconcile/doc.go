@@ -38,12 +38,14 @@
 //     Code: decide, decidePublish, Reconciler.act.
 //     Tests: TestDecide, TestScenario5ViewerWaitsForReadyVariant, TestScenario4TranscoderOwnsOutputVariant.
 //  4. With a lease prefix configured, only the lease holder acts on a
-//     publish intent; losing the lease stops the publication. The lease does
-//     not reserve the variant: a StartPublication conflict is reported as
-//     Failed and retried when capabilities change.
-//     Code: Reconciler.holdLease, Reconciler.loseLease, tracked.retryable.
+//     publish intent; losing the lease, whether its watch shows it taken
+//     or a renewal finds it gone, stops the publication in that pass, and
+//     the worker stands by. The lease does not reserve the variant: a
+//     StartPublication conflict is reported as Failed and retried when
+//     capabilities change.
+//     Code: Reconciler.holdLease, Reconciler.renewDue, Reconciler.loseLease, tracked.retryable.
 //     Tests: TestScenario4TranscoderOwnsOutputVariant, TestLosingTheLeaseStopsThePublication,
-//     TestFailureLeaseExpiresStandbyTakesOver.
+//     TestLeaseLostAtRenewalStopsThePublication, TestFailureLeaseExpiresStandbyTakesOver.
 //  5. The reconciler writes only under its lease and status prefixes, which
 //     may not overlap the intent prefix, and only with compare-and-set
 //     (create-only or its own revision): it never overwrites an intent, or
@@ -52,6 +54,10 @@
 //     Tests: TestNewRejectsConfig, TestStatusNeverOverwritesAnotherWriter, TestScenario4TranscoderOwnsOutputVariant.
 //  6. An intent that disappears (deleted, or its TTL expired) is torn
 //     down: its binding stopped, its lease released, its status deleted.
-//     Code: Reconciler.pass, Reconciler.teardown.
-//     Tests: TestFailureTTLExpiryStopsConsumers, TestDeletedPublishIntentIsTornDown.
+//     One that stays but no longer asks for its binding (undesired, or
+//     naming another output) has it stopped (StopPublication or
+//     Unsubscribe) before anything else is started.
+//     Code: Reconciler.pass, Reconciler.teardown, Reconciler.act, Reconciler.unbind.
+//     Tests: TestFailureTTLExpiryStopsConsumers, TestDeletedPublishIntentIsTornDown,
+//     TestPublishIntentChangeStopsThePublication.
 package reconcile

@@ -2,12 +2,14 @@ package reconcile_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/storetest"
+	"github.com/keeppeek/statestore/worker/intent"
 	"github.com/keeppeek/statestore/worker/lease"
 	"github.com/keeppeek/statestore/worker/mediasim"
 	"github.com/keeppeek/statestore/worker/reconcile"
@@ -311,5 +313,61 @@ func TestDeletedPublishIntentIsTornDown(t *testing.T) {
 	}
 	if _, err := st.Get(ctx, coordinator, serviceNS, "status/transcoder-1/front-door-video-720p"); !errors.Is(err, statestore.ErrNotFound) {
 		t.Fatalf("status after the intent was deleted: %v", err)
+	}
+}
+
+// TestPublishIntentChangeStopsThePublication: a leased publication ends
+// with a StopPublication whenever its intent no longer asks for it: made
+// undesired, the worker stops it, releases the lease and reports Stopped;
+// moved to another output, it stops the old publication before starting
+// the new one, so the worker never publishes both.
+func TestPublishIntentChangeStopsThePublication(t *testing.T) {
+	t.Parallel()
+	av1 := "browser-av1-1080p"
+	tests := []struct {
+		name   string
+		change func(*intent.Intent)
+		why    string   // in the Unbound event
+		then   []string // the bindings after, by variant
+	}{
+		{"undesired", func(in *intent.Intent) { in.Desired = false }, "intent not desired", nil},
+		{"another output", func(in *intent.Intent) { in.VariantID, in.OutputProfile = av1, av1 }, "intent changed", []string{av1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, sim, w, _ := leasedPublisher(t)
+			first := bindingsOf(sim, "transcoder-1")
+			if len(first) != 1 {
+				t.Fatalf("bindings %+v, want the holder's publication", first)
+			}
+			in := publishIntent()
+			tc.change(&in)
+			putIntent(t, st, coordinator, serviceNS, publishKey, in, 0)
+			if ev := w.waitFor(reconcile.EventUnbound, publishKey); !strings.Contains(ev.Detail, first[0].ID) || !strings.Contains(ev.Detail, tc.why) {
+				t.Fatalf("unbound: %s, want %s stopped (%s)", ev, first[0].ID, tc.why)
+			}
+			var stops int
+			for _, c := range sim.Calls() {
+				if c.Principal == "transcoder-1" && c.Command == "StopPublication" {
+					stops++
+				}
+			}
+			if stops != 1 {
+				t.Fatalf("%d StopPublication calls, want 1: %v", stops, callsBy(sim, "transcoder-1"))
+			}
+			if len(tc.then) > 0 {
+				w.waitFor(reconcile.EventBound, publishKey)
+			} else {
+				w.waitFor(reconcile.EventReleased, publishKey)
+			}
+			var got []string
+			for _, b := range bindingsOf(sim, "transcoder-1") {
+				got = append(got, b.VariantID)
+			}
+			if !slices.Equal(got, tc.then) {
+				t.Fatalf("publications after the change %v, want %v", got, tc.then)
+			}
+		})
 	}
 }
