@@ -69,6 +69,10 @@ func TestNetworkPath(t *testing.T) {
 			"ws_cas ÷ etcd_grpc_cas (against the network peer): not measured (missing ws_cas.net or etcd_grpc_cas.net)",
 			"| etcd_grpc_cas | embedded etcd through client/v3 over gRPC on loopback TCP | - | - | - | - | - | - |",
 		}, nil},
+		{"serial only", networkRun(300)[:7], []string{"ws_cas ÷ durable_cas (the whole network path): 1.50×",
+			"`network_concurrent` was not run: its ratios are not measured."}, []string{"| ws_cas_concurrent |", "network_serial` was not run"}},
+		{"concurrent only", networkRun(300)[7:], []string{"ws_cas_concurrent ÷ durable_cas_concurrent, ops/s: 0.25×",
+			"`network_serial` was not run: its ratios are not measured."}, []string{"| ws_cas |", "network_concurrent` was not run"}},
 		{"nothing measured", nil, []string{"## The network path", "Not measured in this run"}, []string{"ws_cas ÷"}},
 	}
 	for _, tc := range tests {
@@ -107,11 +111,11 @@ func TestNetworkPathReadsOnlyItsRows(t *testing.T) {
 		t.Fatalf("section from other rows:\n%s", text)
 	}
 	// One network row (durable_cas's): the others are not filled in from
-	// the absolute rows.
+	// the absolute rows, so no ratio is measured.
 	results = append(results, networkRun(300)[0])
 	text := networkText(t, results)
-	if got := strings.Count(text, "not measured"); got != 7 {
-		t.Fatalf("%d ratios not measured with one network row, want all 7:\n%s", got, text)
+	if got := strings.Count(text, "not measured (missing"); got != 5 || !strings.Contains(text, "`network_concurrent` was not run") {
+		t.Fatalf("%d serial ratios not measured with one network row, want all 5, and no concurrent ones:\n%s", got, text)
 	}
 }
 

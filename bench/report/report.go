@@ -20,7 +20,7 @@
 //     alternating rounds (network_serial, network_concurrent) only, never
 //     from rows measured one after another; a ratio whose rows are missing
 //     is said not measured.
-//     Code: WriteNetworkPath, networkRow, networkRatio.
+//     Code: WriteNetworkPath, anyNetworkRow, networkRow, networkRatio.
 //     Tests: TestNetworkPath, TestNetworkPathReadsOnlyItsRows.
 package report
 
