@@ -1,9 +1,14 @@
 // Package etcdpeer is an embedded etcd peer for the statestore
 // qualification benchmarks: the same compare-and-set workload as the
 // store's durable_cas, against a single-member etcd server running in this
-// process (go.etcd.io/etcd/server/v3/embed) through its in-process client
-// (v3client: no network hop, no gRPC transport). etcd fsyncs its raft WAL
-// before it applies and answers a write, so a CAS that returns is durable.
+// process (go.etcd.io/etcd/server/v3/embed). [Open] reaches it through its
+// in-process client (v3client: no network hop, no gRPC transport), the
+// peer of the store called in process; [OpenGRPC] through
+// go.etcd.io/etcd/client/v3 over gRPC on the member's loopback TCP client
+// listener, the peer a remote user would pick, set against the store
+// reached over WebSocket. etcd fsyncs its raft WAL before it applies and
+// answers a write (embed's default; UnsafeNoFsync is left false), so a CAS
+// that returns is durable, as one of the store's is.
 //
 // One CAS is the transaction
 //
@@ -17,7 +22,13 @@
 //  1. A CAS returns nil only after etcd committed the put, and only when
 //     the key's ModRevision was the expected one.
 //     Code: DB.CAS.
-//     Tests: TestCAS.
+//     Tests: TestCAS, TestGRPCCAS.
+//  2. A DB from OpenGRPC has no in-process client: every CAS is a gRPC
+//     call over a TCP connection to the member's loopback client listener,
+//     on connection key mod conns, so W writers partitioning the keys by
+//     key mod W each use a connection of their own.
+//     Code: OpenGRPC, dialGRPC, DB.CAS.
+//     Tests: TestGRPCCAS, TestOpenGRPCRefusesBadSizes.
 package etcdpeer
 
 import (
@@ -26,17 +37,23 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.uber.org/zap"
 )
 
 // Workload names, as they appear in results and in qualify's --only flag.
 const (
 	NameCAS           = "etcd_cas"
 	NameCASConcurrent = "etcd_cas_concurrent"
+	// NameGRPCCAS and NameGRPCCASConcurrent are the same workloads
+	// through OpenGRPC's network clients.
+	NameGRPCCAS           = "etcd_grpc_cas"
+	NameGRPCCASConcurrent = "etcd_grpc_cas_concurrent"
 )
 
 // ErrConflict is returned by CAS when the key's ModRevision was not the
@@ -51,19 +68,72 @@ const startTimeout = 60 * time.Second
 // time.
 type DB struct {
 	etcd *embed.Etcd
-	cli  *clientv3.Client
+	// clis holds one in-process client (Open) or OpenGRPC's network
+	// clients; key k uses clis[k%len(clis)].
+	clis []*clientv3.Client
 	revs []int64
 	body string
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open starts a fresh single-member etcd with its data in dir, listening
-// on loopback ports it picks, and creates keys documents of docSize bytes.
+// on loopback ports it picks, and creates keys documents of docSize bytes
+// through the member's in-process client.
 func Open(dir string, keys, docSize int) (*DB, error) {
 	if keys <= 0 || docSize <= 0 {
 		return nil, fmt.Errorf("etcdpeer: keys %d and docSize %d must be positive", keys, docSize)
 	}
+	return open(dir, keys, docSize, func(e *embed.Etcd) ([]*clientv3.Client, error) {
+		return []*clientv3.Client{v3client.New(e.Server)}, nil
+	})
+}
+
+// dialTimeout bounds what clientv3 bounds with its DialTimeout (its
+// connection itself is made on the first call).
+const dialTimeout = 10 * time.Second
+
+// OpenGRPC is Open with the documents reached over the network: conns
+// clients of go.etcd.io/etcd/client/v3, each with its own gRPC connection
+// to the member's client listener on 127.0.0.1, key k on client k%conns.
+func OpenGRPC(dir string, keys, docSize, conns int) (*DB, error) {
+	if keys <= 0 || docSize <= 0 || conns <= 0 {
+		return nil, fmt.Errorf("etcdpeer: keys %d, docSize %d and conns %d must be positive", keys, docSize, conns)
+	}
+	return open(dir, keys, docSize, func(e *embed.Etcd) ([]*clientv3.Client, error) { return dialGRPC(e, conns) })
+}
+
+// dialGRPC makes conns network clients of e's first client listener. A
+// client per connection, since one clientv3.Client multiplexes all its
+// calls on one gRPC connection.
+func dialGRPC(e *embed.Etcd, conns int) ([]*clientv3.Client, error) {
+	if len(e.Clients) == 0 {
+		return nil, errors.New("etcdpeer: the member has no client listener")
+	}
+	endpoint := e.Clients[0].Addr().String()
+	clis := make([]*clientv3.Client, 0, conns)
+	for range conns {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: dialTimeout, Logger: zap.NewNop()})
+		if err != nil {
+			for _, c := range clis {
+				c.Close()
+			}
+			return nil, fmt.Errorf("etcdpeer: client of %s: %w", endpoint, err)
+		}
+		clis = append(clis, cli)
+	}
+	return clis, nil
+}
+
+// open starts the member, makes its clients with clients, and creates the
+// documents.
+func open(dir string, keys, docSize int, clients func(*embed.Etcd) ([]*clientv3.Client, error)) (*DB, error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
+	// The default, stated: the WAL is fsynced before a write is applied
+	// and answered, so etcd's durability is the store's.
+	cfg.UnsafeNoFsync = false
 	// Closing the member logs its listeners' accept errors at error level.
 	cfg.LogLevel = "fatal"
 	cfg.Logger = "zap"
@@ -92,14 +162,19 @@ func Open(dir string, keys, docSize int) (*DB, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdpeer: member not ready within %v", startTimeout)
 	}
-	d := &DB{etcd: e, cli: v3client.New(e.Server), revs: make([]int64, keys)}
+	clis, err := clients(e)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	d := &DB{etcd: e, clis: clis, revs: make([]int64, keys)}
 	body := make([]byte, docSize)
 	for i := range body {
 		body[i] = byte('a' + i%26)
 	}
 	d.body = string(body)
 	for k := 0; k < keys; k++ {
-		resp, err := d.cli.Put(context.Background(), keyOf(k), d.body)
+		resp, err := d.client(k).Put(context.Background(), keyOf(k), d.body)
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("etcdpeer: create document %d: %w", k, err)
@@ -124,11 +199,24 @@ func keyOf(k int) string { return fmt.Sprintf("docs/%04d", k) }
 // Keys returns the number of documents.
 func (d *DB) Keys() int { return len(d.revs) }
 
+// Endpoints returns, per client, the address it reaches the member at
+// (empty for the in-process client).
+func (d *DB) Endpoints() [][]string {
+	out := make([][]string, len(d.clis))
+	for i, c := range d.clis {
+		out[i] = c.Endpoints()
+	}
+	return out
+}
+
+// client is the client key k is read and written through.
+func (d *DB) client(k int) *clientv3.Client { return d.clis[k%len(d.clis)] }
+
 // CAS replaces document key, expecting its current ModRevision. It
 // returns once etcd committed the transaction.
 func (d *DB) CAS(key int) error {
 	k := keyOf(key)
-	resp, err := d.cli.Txn(context.Background()).
+	resp, err := d.client(key).Txn(context.Background()).
 		If(clientv3.Compare(clientv3.ModRevision(k), "=", d.revs[key])).
 		Then(clientv3.OpPut(k, d.body)).
 		Commit()
@@ -142,13 +230,19 @@ func (d *DB) CAS(key int) error {
 	return nil
 }
 
-// Close stops the client and the member.
+// Close stops the clients and the member. It is idempotent (embed's own
+// Close is not), so a test may defer it and also check it.
 func (d *DB) Close() error {
-	err := d.cli.Close()
-	if errors.Is(err, context.Canceled) {
-		// The in-process client reports its own cancellation on Close.
-		err = nil
-	}
-	d.etcd.Close()
-	return err
+	d.closeOnce.Do(func() {
+		var errs []error
+		for _, c := range d.clis {
+			if err := c.Close(); err != nil && !errors.Is(err, context.Canceled) {
+				// The clients report their own cancellation on Close.
+				errs = append(errs, err)
+			}
+		}
+		d.etcd.Close()
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
 }

@@ -1,8 +1,10 @@
 // Package report turns one qualify run into the repository's BENCHMARKS.md
 // and its figures: the tables of every result, the targets as
-// ratios within the run, the machine and versions that produced them, and
-// two SVG plots (serial latency distributions, throughput against writer
-// count) drawn with gonum/plot.
+// ratios within the run, the network path (the store over WebSocket
+// against itself in process, the bare socket and etcd over gRPC), the
+// machine and versions that produced them, and two SVG plots (serial
+// latency distributions, throughput against writer count) drawn with
+// gonum/plot.
 //
 // # Invariants
 //
@@ -14,6 +16,12 @@
 //     measured, never as met.
 //     Code: Target.Met, Target.Verdict, Targets, wireTarget.
 //     Tests: TestTargets, TestTargetsReadOnlyAlternatingRows, TestWireTarget.
+//  3. The network path's ratios are read from the rows qualify measured in
+//     alternating rounds (network_serial, network_concurrent) only, never
+//     from rows measured one after another; a ratio whose rows are missing
+//     is said not measured.
+//     Code: WriteNetworkPath, anyNetworkRow, networkRow, networkRatio.
+//     Tests: TestNetworkPath, TestNetworkPathReadsOnlyItsRows.
 package report
 
 import (
@@ -100,7 +108,11 @@ func writeMarkdown(w io.Writer, run Run, results []harness.Result) error {
 	for _, t := range AllTargets(results) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, t.Verdict())
 	}
-	fmt.Fprintf(&b, "\n## Figures\n\n")
+	fmt.Fprintf(&b, "\n")
+	if err := WriteNetworkPath(&b, results); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "## Figures\n\n")
 	fmt.Fprintf(&b, "![serial latency](%s/%s)\n\n", FigureDir, LatencyFigure)
 	fmt.Fprintf(&b, "**Serial latency distribution.** One writer, one operation at a time, each timed from call to durable acknowledgement. ")
 	fmt.Fprintf(&b, "Each curve is one workload: a point (x, y) says y percent of its operations took at most x µs. Left is faster; a curve that rises steeply has little spread; its right end is the slowest operation (max). ")

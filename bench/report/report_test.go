@@ -137,7 +137,7 @@ func TestTargets(t *testing.T) {
 func TestWrite(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	results := run(150, 9000, 15000)
+	results := append(run(150, 9000, 15000), networkRun(300)...)
 	r := Run{
 		Command: "go run ./bench/cmd/qualify --report .", Started: time.Unix(1700000000, 0), Elapsed: time.Minute,
 		Machine:    DescribeMachine(dir),
@@ -159,7 +159,8 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{r.Command, "github.com/tidwall/wal | v1.2.1", "| met |", "(15000 / 19000 ops/s, pooled over the rounds)", r.Machine.Go,
-		FigureDir + "/" + LatencyFigure, FigureDir + "/" + ThroughputFile, "| etcd_cas_concurrent | 127 |"} {
+		FigureDir + "/" + LatencyFigure, FigureDir + "/" + ThroughputFile, "| etcd_cas_concurrent | 127 |",
+		"## The network path", "ws_cas ÷ durable_cas (the whole network path): 1.50×"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}

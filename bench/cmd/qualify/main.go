@@ -196,6 +196,12 @@ func run(args []string) error {
 	if err := printTargets(os.Stdout, rep.Results); err != nil {
 		return err
 	}
+	if report.NetworkMeasured(rep.Results) {
+		fmt.Println()
+		if err := report.WriteNetworkPath(os.Stdout, rep.Results); err != nil {
+			return err
+		}
+	}
 	if *jsonPath != "" {
 		if err := harness.WriteJSON(*jsonPath, rep); err != nil {
 			return err

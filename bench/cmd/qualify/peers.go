@@ -59,6 +59,12 @@ func serialPeer(name string, open openPeer, note string) func(env *Env) ([]harne
 // fresh peer, writer w cycles over the keys k with k%W == w, as
 // durable_cas_concurrent does.
 func concurrentPeer(name string, open openPeer, note string) func(env *Env) ([]harness.Result, error) {
+	return concurrentPeerFor(name, func(int) openPeer { return open }, note)
+}
+
+// concurrentPeerFor is concurrentPeer for a peer opened for its writer
+// count (one network connection per writer, say).
+func concurrentPeerFor(name string, openFor func(writers int) openPeer, note string) func(env *Env) ([]harness.Result, error) {
 	return func(env *Env) ([]harness.Result, error) {
 		var out []harness.Result
 		for _, w := range env.Writers {
@@ -69,7 +75,7 @@ func concurrentPeer(name string, open openPeer, note string) func(env *Env) ([]h
 			if err != nil {
 				return out, err
 			}
-			db, err := open(dir)
+			db, err := openFor(w)(dir)
 			if err != nil {
 				return out, err
 			}

@@ -48,14 +48,20 @@ func newOwners(n int) []*casOwner {
 
 const casKey = "intents/front-door-video-browser-h264-720p"
 
-// cas performs one compare-and-set of the owner's document (create-only on
-// the first round) and records the new revision.
-func (o *casOwner) cas(s *statestore.Store) error {
+// request is the owner's next compare-and-set: create-only on the first
+// round, then on the revision it last wrote.
+func (o *casOwner) request() statestore.PutRequest {
 	x := statestore.CreateOnly
 	if o.rev != 0 {
 		x = statestore.IfRevision(o.rev)
 	}
-	e, err := s.Put(context.Background(), o.p, statestore.PutRequest{Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, Expect: x})
+	return statestore.PutRequest{Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, Expect: x}
+}
+
+// cas performs one compare-and-set of the owner's document and records the
+// new revision.
+func (o *casOwner) cas(s *statestore.Store) error {
+	e, err := s.Put(context.Background(), o.p, o.request())
 	if err != nil {
 		return err
 	}

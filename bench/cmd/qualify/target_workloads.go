@@ -95,7 +95,10 @@ func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	floor := newPipeCAS(piped, newOwners(casKeys))
+	floor, err := newPipeCAS(piped, newOwners(casKeys))
+	if err != nil {
+		return nil, err
+	}
 	cl = append(cl, floor.close)
 	owners := newOwners(casKeys)
 	sides := []harness.SerialSide{
@@ -157,11 +160,18 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 		}
 		sides = append(sides, harness.ConcurrentSide{Name: report.Alternating(p.name), Op: func(wr, i int) error { return db.CAS(wr + (i%owned(wr))*writers) }})
 	}
+	return harness.AlternateConcurrent(sides, writers, targetBursts, burstOf(env))
+}
+
+// burstOf is one burst of an alternating concurrent workload: the
+// concurrent budget divided into targetBursts, at least one operation per
+// writer.
+func burstOf(env *Env) harness.Budget {
 	burst := harness.Budget{Duration: env.Budget.Duration / targetBursts, OpsPerWriter: env.Budget.OpsPerWriter / targetBursts}
 	if env.Budget.OpsPerWriter > 0 {
 		burst.OpsPerWriter = max(1, burst.OpsPerWriter)
 	}
-	return harness.AlternateConcurrent(sides, writers, targetBursts, burst)
+	return burst
 }
 
 // printTargets prints the targets judged on results when the run measured

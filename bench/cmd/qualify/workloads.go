@@ -21,6 +21,8 @@ var workloads = []workload{
 	{name: nameDurableCAS, run: runDurableCAS},
 	{name: nameDurableCASMetrics, run: runDurableCASMetrics},
 	{name: nameWireCAS, run: runWireCAS},
+	{name: nameWSCAS, run: runWSCAS},
+	{name: nameTCPCASFloor, run: runTCPCASFloor},
 	{name: harness.NameRawAppend, run: runRawAppend},
 	{name: harness.NameRawOverwrite, run: serialRaw(harness.RawOverwriteFdatasync)},
 	{name: harness.NameRawFallocate, run: serialRaw(harness.RawFallocateFdatasync)},
@@ -45,10 +47,16 @@ var workloads = []workload{
 	{name: boltpeer.NameCASConcurrent, run: concurrentPeer(boltpeer.NameCASConcurrent, openBolt(true), "Batch")},
 	{name: etcdpeer.NameCAS, run: serialPeer(etcdpeer.NameCAS, openEtcd, "embedded single member, in-process client")},
 	{name: etcdpeer.NameCASConcurrent, run: concurrentPeer(etcdpeer.NameCASConcurrent, openEtcd, "embedded single member, in-process client")},
+	{name: nameWSCASConcurrent, run: runWSCASConcurrent},
+	{name: etcdpeer.NameGRPCCAS, run: serialPeer(etcdpeer.NameGRPCCAS, openEtcdGRPC(1), etcdGRPCNote)},
+	{name: etcdpeer.NameGRPCCASConcurrent, run: concurrentPeerFor(etcdpeer.NameGRPCCASConcurrent, openEtcdGRPC, etcdGRPCNote+", one connection per writer")},
 	// The targets' own measurement: their sides in alternating rounds
 	// (target_workloads.go).
 	{name: nameTargetsSerial, run: runTargetsSerial},
 	{name: nameTargetsConcurrent, run: runTargetsConcurrent},
+	// The network path's ratios, the same way (network_workloads.go).
+	{name: nameNetworkSerial, run: runNetworkSerial},
+	{name: nameNetworkConcurrent, run: runNetworkConcurrent},
 }
 
 // serialFigure and concurrentFigure are the workloads the report draws,
@@ -60,7 +68,8 @@ var (
 		harness.NameRawGroup, walpeer.NameGroup, sqlitepeer.NameCASConcurrent, boltpeer.NameCASConcurrent, etcdpeer.NameCASConcurrent}
 	// measuredModules are the versions BENCHMARKS.md reports.
 	measuredModules = []string{"github.com/keeppeek/statestore", "github.com/tidwall/wal", "modernc.org/sqlite",
-		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "gonum.org/v1/plot"}
+		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/client/v3", "google.golang.org/grpc",
+		"github.com/coder/websocket", "gonum.org/v1/plot"}
 )
 
 // runRawAppend is the serial write+fdatasync floor, env.Ops operations.
