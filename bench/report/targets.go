@@ -13,6 +13,9 @@ type Target struct {
 	Bound    float64
 	AtMost   bool   // the ratio must be at most Bound (else at least)
 	Measured string // the ratio and the figures it comes from
+	// Withdrawn, when set, says why the target no longer judges a run: its
+	// ratio is still measured and shown, but the verdict is "withdrawn".
+	Withdrawn string
 }
 
 // Met reports whether the target was measured and holds.
@@ -26,11 +29,14 @@ func (t Target) Met() bool {
 	return t.Ratio >= t.Bound
 }
 
-// Verdict is "met", "MISSED" or "not measured".
+// Verdict is "met", "MISSED", "not measured" or, for a withdrawn target
+// that was measured, "withdrawn (why)".
 func (t Target) Verdict() string {
 	switch {
 	case t.Ratio == 0:
 		return "not measured"
+	case t.Withdrawn != "":
+		return "withdrawn (" + t.Withdrawn + ")"
 	case t.Met():
 		return "met"
 	}

@@ -24,8 +24,21 @@ func TestWireTarget(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := wireTarget(tc.results); got.Verdict() != tc.want {
-				t.Fatalf("%s (%s), want %s", got.Verdict(), got.Measured, tc.want)
+			got := wireTarget(tc.results)
+			verdict := "not measured"
+			switch {
+			case got.Ratio == 0:
+			case got.Met():
+				verdict = "met"
+			default:
+				verdict = "MISSED"
+			}
+			if verdict != tc.want {
+				t.Fatalf("%s (%s), want %s", verdict, got.Measured, tc.want)
+			}
+			// Withdrawn: measured and shown, but it judges nothing.
+			if want := "withdrawn (" + wireWithdrawn + ")"; got.Ratio != 0 && got.Verdict() != want {
+				t.Fatalf("verdict %q, want %q", got.Verdict(), want)
 			}
 		})
 	}
