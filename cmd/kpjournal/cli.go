@@ -15,6 +15,7 @@ import (
 	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/worker/cv"
 	"github.com/keeppeek/statestore/worker/grouppref"
 	"github.com/keeppeek/statestore/worker/reconcile"
 )
@@ -102,12 +103,15 @@ func (c *cli) parse(args []string) int {
 }
 
 // toolRegistry is the schema registry the commands check stores with: the
-// built-in media-intent schema plus the schemas of this module's worker
-// packages (leases, observed status, group preferences), so a store that
-// workers wrote to verifies and replays like any other.
+// built-in schemas plus those of this module's worker packages (leases,
+// observed status, computer-vision health, group preferences), so a store
+// that workers wrote to verifies and replays like any other.
 func toolRegistry() (*schema.Registry, error) {
 	reg := schema.NewRegistry()
 	if err := reconcile.RegisterSchemas(reg); err != nil {
+		return nil, err
+	}
+	if err := cv.RegisterSchemas(reg); err != nil {
 		return nil, err
 	}
 	if err := grouppref.RegisterSchema(reg); err != nil {
