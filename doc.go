@@ -8,7 +8,8 @@
 // [Open] a store in a directory, then call [Store.Get], [Store.Put] and
 // [Store.Delete] with the [Principal] your session layer authenticated.
 // Every entry is one complete JSON document of a registered schema
-// (keeppeek.media-intent.v1 is built in; see package schema). To follow
+// (keeppeek.media-intent.v1 and keeppeek.mqtt-bridge.v1 are built in; see
+// package schema). To follow
 // changes, open a [Session] with a watch.Sink (watch.ChanSink is a ready
 // one), [Store.Watch] a namespace and key prefix, and [Store.Ack] each
 // update you apply. The Example functions of this package are complete
@@ -40,6 +41,32 @@
 // entry written is the calling principal's ID; a client cannot choose it.
 // [Store.SetPrincipal] changes a live principal's rights and closes the
 // watches it may no longer read.
+//
+// # Live configuration
+//
+// Two kinds of namespace hold live configuration rather than leases. A PUT
+// there with any TTL, whatever its value, is TTL_INVALID on field "ttl"
+// ("... live configuration takes no TTL") and writes nothing; a TTL is
+// neither clamped nor checked against the minimum first.
+//
+//   - MQTT integration state: every service/mqtt-<bridge> namespace
+//     ([MQTTNamespace]). It holds one bridge's desired state, a
+//     keeppeek.mqtt-bridge.v1 document (broker host, port and TLS flag,
+//     topic mappings with their QoS; see package schema) at key "bridge".
+//     The class follows from the spelling alone, so it holds in every store
+//     without a declaration; that spelling decides only this and grants
+//     nothing (writers are service/'s: administrators). A bridge whose
+//     configuration lapsed would silently drop its mappings, so a lease is
+//     refused rather than clamped. The bridge's credentials stay in the
+//     media server's secrets.toml under the bridge's ID, and the schema
+//     refuses them in the document. A bridge worker's own liveness lease
+//     belongs in another service namespace.
+//   - Settings-backed namespaces (Options.Settings, settings.go), declared
+//     and held in the [state_store] section of config.toml.
+//
+// Declaring a bridge's namespace settings-backed keeps its configuration in
+// config.toml, so it travels in the configuration ZIP beside the
+// secrets.toml that holds its credentials.
 //
 // # Compare-and-set
 //
@@ -224,6 +251,12 @@
 //     is migrated (Tightened rules above); it never serves or drops them.
 //     Code: Open, recovery.Load, recovery.MigrationHint.
 //     Tests: TestTightenedSchemaRefusesOldEntriesUntilMigrated.
+//  15. Live configuration takes no lease: a PUT with any TTL to an MQTT
+//     integration namespace (service/mqtt-<bridge>) or a settings-backed
+//     one is TTL_INVALID on field "ttl" and changes nothing, in memory or
+//     on disk; the same TTL on any other namespace is a lease.
+//     Code: refuseLease, rules.LiveConfiguration, settingsBackend.commit, Store.Put.
+//     Tests: TestLiveConfigurationRefusesTTL, TestContractTTL.
 //
 // # Full disk
 //

@@ -23,7 +23,7 @@ type Options struct {
 	// Clock is the time source for timestamps and leases; nil is the wall clock.
 	Clock clock.Clock
 	// Schemas validates documents; nil means schema.NewRegistry() (with
-	// keeppeek.media-intent.v1 built in).
+	// keeppeek.media-intent.v1 and keeppeek.mqtt-bridge.v1 built in).
 	Schemas *schema.Registry
 	// SegmentSize is the journal segment size; 0 means journal.DefaultSegmentSize.
 	SegmentSize int

@@ -3,7 +3,9 @@ package statestore
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/keeppeek/statestore/internal/rules"
 	"github.com/keeppeek/statestore/quota"
 )
 
@@ -102,6 +104,30 @@ func checkOwner(id string) error {
 	}
 	if len(id) > quota.OwnerBytes {
 		return newErr(InvalidArgument, "principal", "principal ID of %d bytes exceeds the %d-byte owner limit", len(id), quota.OwnerBytes)
+	}
+	return nil
+}
+
+// MQTTNamespacePrefix begins the namespaces of MQTT integration state,
+// service/mqtt-<bridge>: live configuration, where every TTL is refused
+// (see "Live configuration" in the package documentation).
+const MQTTNamespacePrefix = rules.MQTTNamespacePrefix
+
+// MQTTNamespace returns the namespace of the MQTT bridge with ID bridge,
+// which holds its keeppeek.mqtt-bridge.v1 document. It is a service/
+// namespace like any other for authorization; only leases differ.
+func MQTTNamespace(bridge string) string { return MQTTNamespacePrefix + bridge }
+
+// refuseLease answers TTL_INVALID for a TTL on a namespace of live
+// configuration, before anything else looks at the TTL: a bridge's
+// configuration that lapsed would silently switch the bridge off, which
+// is not what anyone writing it meant.
+func refuseLease(namespace string, ttl time.Duration) error {
+	if ttl == 0 {
+		return nil
+	}
+	if class := rules.LiveConfiguration(namespace); class != "" {
+		return newErr(TTLInvalid, "ttl", "namespace %q is %s: live configuration takes no TTL", namespace, class)
 	}
 	return nil
 }

@@ -1,10 +1,15 @@
 package statestore_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/schema"
 )
 
 // TestPermissionDeniedNamesRule holds each PERMISSION_DENIED to the policy
@@ -71,5 +76,80 @@ func TestMayReadFollowsTheNamespacePolicy(t *testing.T) {
 		if got := c.p.MayRead(c.ns); got != c.want {
 			t.Errorf("%+v.MayRead(%q) = %v, want %v", c.p, c.ns, got, c.want)
 		}
+	}
+}
+
+// TestLiveConfigurationRefusesTTL: MQTT integration state
+// (service/mqtt-<bridge>) is live configuration, so every TTL there is
+// TTL_INVALID naming the field and the reason, and writes nothing, whether
+// the namespace lives in the journal or is settings-backed; the same TTLs
+// are leases on any other service namespace, and a bridge's document
+// without a TTL is accepted.
+func TestLiveConfigurationRefusesTTL(t *testing.T) {
+	t.Parallel()
+	bridge, err := os.ReadFile("testdata/mqtt-bridge.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const garage = "service/mqtt-garage" // settings-backed in the settings store below
+	tests := []struct {
+		name    string
+		ns      string
+		ttl     time.Duration
+		refused bool
+		expires time.Duration // the accepted lease, when not refused
+	}{
+		{"a lease on a bridge", statestore.MQTTNamespace("front-door"), 10 * time.Second, true, 0},
+		{"below the minimum on a bridge: live configuration, not the minimum", statestore.MQTTNamespace("front-door"), 500 * time.Millisecond, true, 0},
+		{"above the maximum on a bridge: refused, not clamped", statestore.MQTTNamespace("front-door"), 48 * time.Hour, true, 0},
+		{"a negative TTL on a bridge", statestore.MQTTNamespace("front-door"), -time.Second, true, 0},
+		{"a lease on a settings-backed bridge", garage, 10 * time.Second, true, 0},
+		{"no TTL on a bridge", statestore.MQTTNamespace("front-door"), 0, false, 0},
+		{"no TTL on a settings-backed bridge", garage, 0, false, 0},
+		{"a lease on an ordinary service namespace", "service/transcoder-a", 10 * time.Second, false, 10 * time.Second},
+		{"a clamped lease on an ordinary service namespace", "service/transcoder-a", 48 * time.Hour, false, 24 * time.Hour},
+		{"service/mqtt is not a bridge's namespace", "service/mqtt", 10 * time.Second, false, 10 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			config := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(config, []byte("[state_store]\nnamespaces = ['"+garage+"']\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f := newFixture(t, func(o *statestore.Options) { o.Settings = config })
+			before, err := os.ReadFile(config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := f.s.Put(ctx, admin, statestore.PutRequest{Namespace: tc.ns, Key: "bridge", Schema: schema.MQTTBridgeV1, Document: bridge, TTL: tc.ttl})
+			after, rerr := os.ReadFile(config)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if tc.refused {
+				se := wantCode(t, err, statestore.TTLInvalid, "ttl")
+				if !strings.Contains(se.Message, "live configuration takes no TTL") || !strings.Contains(se.Message, tc.ns) {
+					t.Fatalf("%q does not name the namespace and the reason", se)
+				}
+				if f.s.Namespace(tc.ns).Revision != 0 || f.s.JournalStats().Records != 0 || !bytes.Equal(before, after) {
+					t.Fatal("a refused TTL wrote something")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want int64
+			if tc.expires != 0 {
+				want = t0.Add(tc.expires).UnixMilli()
+			}
+			if e.ExpiresMs != want {
+				t.Fatalf("expires_at_ms %d, want %d", e.ExpiresMs, want)
+			}
+			if tc.ns == garage && !bytes.Contains(after, []byte(`'service/mqtt-garage'`+"\nkey = 'bridge'")) {
+				t.Fatalf("the settings-backed bridge is not in config.toml:\n%s", after)
+			}
+		})
 	}
 }

@@ -236,6 +236,9 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, 
 	if err := checkOwner(p.ID); err != nil {
 		return Entry{}, err
 	}
+	if err := refuseLease(req.Namespace, req.TTL); err != nil {
+		return Entry{}, err
+	}
 	ttl, err := s.limits.ClampTTL(req.TTL)
 	if err != nil {
 		return Entry{}, wrapErr(TTLInvalid, "ttl", err)

@@ -22,7 +22,8 @@
 //     [MediaIntentV1] that means the JSON Schema in media-intent.v1.json plus
 //     "a publish intent carries recording_mode", so no stale or zero-value
 //     recording mode and no transient identifiers (source-session IDs, RTP
-//     MIDs) can be stored.
+//     MIDs) can be stored; for [MQTTBridgeV1], the JSON Schema in
+//     mqtt-bridge.v1.json plus its credential rules (below).
 //
 // The guard is a heuristic. It errs towards rejecting: a harmless field such
 // as "tokens_per_second" is refused because its name contains "token". That
@@ -71,6 +72,55 @@
 //	  "recording_mode": "disabled"
 //	}
 //
+// # keeppeek.mqtt-bridge.v1
+//
+// [MQTTBridgeV1] is the desired state of one MQTT bridge, kept at key
+// "bridge" of its namespace service/mqtt-<bridge>, a namespace class the
+// store treats as live configuration: any TTL there is TTL_INVALID (see
+// the statestore package, "Live configuration"). Its fields:
+//
+//	field              type     required  values
+//	enabled            boolean  yes       whether the bridge should run
+//	broker             object   yes       host, port, tls (all required, nothing else):
+//	  host             string             a DNS name or IPv4 address, or an IPv6 address
+//	                                      (bare or in brackets); 1 to 253 characters
+//	  port             integer            1 to 65535
+//	  tls              boolean            connect with TLS
+//	client_id          string   no        1 to 64 of [A-Za-z0-9._-]
+//	keepalive_seconds  integer  no        5 to 3600
+//	mappings           array    yes       0 to 64 mappings, no two equal:
+//	  direction        string             "outbound" (local to broker) or "inbound"
+//	  local            string             the local topic filter (outbound) or topic (inbound)
+//	  remote           string             the broker's topic (outbound) or topic filter (inbound)
+//	  qos              integer            0, 1 or 2
+//
+// A topic filter is levels separated by '/', with '+' only as a whole
+// level and '#' only as the whole last one; the side a mapping publishes
+// to is a topic name, without wildcards. Topics are 1 to 256 characters,
+// without NUL. No object takes a member it does not name.
+//
+// Credentials stay in the media server's secrets.toml, under the bridge's
+// ID, and three rules keep them out of the document, wherever they are put:
+// the guard refuses member names like password, secret or token ("looks
+// like a credential"); this schema refuses member names like username,
+// user or login ("looks like a login") and any string holding a URL with
+// userinfo (scheme://user:password@...); and the broker is a host, never a
+// URL, so "user:password@broker" is refused as userinfo in the broker
+// endpoint. Each refusal says that credentials belong in secrets.toml. The
+// example, kept as testdata/mqtt-bridge/front-door.json:
+//
+//	{
+//	  "enabled": true,
+//	  "broker": {"host": "broker.home.arpa", "port": 8883, "tls": true},
+//	  "client_id": "keeppeek-front-door",
+//	  "keepalive_seconds": 30,
+//	  "mappings": [
+//	    {"direction": "outbound", "local": "keeppeek/events/+/motion", "remote": "home/cameras/motion", "qos": 1},
+//	    {"direction": "outbound", "local": "keeppeek/status/#", "remote": "home/keeppeek/status", "qos": 0},
+//	    {"direction": "inbound", "local": "keeppeek/commands/ptz", "remote": "home/cameras/front-door/ptz/+", "qos": 2}
+//	  ]
+//	}
+//
 // # Errors
 //
 // Every rejection is an [*Error] that names the offending field as a JSON
@@ -115,4 +165,10 @@
 //     mediaIntentFastSpec are brought up to date.
 //     Code: newFastPath, canonicalSchema, mediaIntentFastSpec, fastPath.enabledReason.
 //     Tests: TestFastPathFollowsSchema, TestFastPathEnabled.
+//   - An MQTT bridge document holds no credentials: beside the guard's
+//     credential names, a member named like a login at any depth, a URL
+//     with userinfo in any string and userinfo in the broker host are
+//     refused ahead of the JSON Schema, each refusal naming secrets.toml.
+//     Code: mqttBridge.Validate, mqttCredentials, loginName, urlUserinfo.
+//     Tests: TestMQTTBridgeRejects, TestMQTTBridgeAccepts.
 package schema

@@ -148,6 +148,10 @@ func (v *jsonSchemaValidator) describe(doc map[string]any, e *jsonschema.Validat
 		reason = "must be at least " + strconv.Itoa(k.Want) + " characters"
 	case *kind.MaxLength:
 		reason = "must be at most " + strconv.Itoa(k.Want) + " characters"
+	case *kind.MaxItems:
+		reason = printer.Sprintf("must have at most %d items, not %d", k.Want, k.Got)
+	case *kind.UniqueItems:
+		reason = printer.Sprintf("items %d and %d are equal: each must be unique", k.Duplicates[0], k.Duplicates[1])
 	case *kind.Minimum:
 		reason = "must be >= " + ratString(k.Want)
 	case *kind.Maximum:

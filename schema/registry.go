@@ -38,15 +38,19 @@ type RawValidator interface {
 // Registry maps allowed schema names to validators. A name that is not
 // registered is refused, so clients cannot invent schemas that escape
 // validation. Safe for concurrent use; the zero value is an empty registry
-// without the built-in schema.
+// without the built-in schemas.
 type Registry struct {
 	mu         sync.RWMutex
 	validators map[string]Validator
 }
 
-// NewRegistry returns a registry holding the built-in [MediaIntentV1].
+// NewRegistry returns a registry holding the built-in schemas,
+// [MediaIntentV1] and [MQTTBridgeV1].
 func NewRegistry() *Registry {
-	return &Registry{validators: map[string]Validator{MediaIntentV1: mediaIntentValidator()}}
+	return &Registry{validators: map[string]Validator{
+		MediaIntentV1: mediaIntentValidator(),
+		MQTTBridgeV1:  mqttBridgeValidator(),
+	}}
 }
 
 // Register allows documents of schema name, checked by v. Names are never

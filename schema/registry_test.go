@@ -64,7 +64,7 @@ func TestRegister(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want := []string{"keeppeek.media-intent.v1", "keeppeek.observed-status.v1", "keeppeek.plain-error.v1", "keeppeek.schema-error.v1"}
+	want := []string{"keeppeek.media-intent.v1", "keeppeek.mqtt-bridge.v1", "keeppeek.observed-status.v1", "keeppeek.plain-error.v1", "keeppeek.schema-error.v1"}
 	if got := r.Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}

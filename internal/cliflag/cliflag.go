@@ -30,6 +30,7 @@ import (
 
 	"github.com/keeppeek/statestore/internal/buildinfo"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/worker/cv"
 	"github.com/keeppeek/statestore/worker/grouppref"
 	"github.com/keeppeek/statestore/worker/reconcile"
 )
@@ -194,11 +195,15 @@ func Wrap(text string, width int) string {
 
 // Registry is the schema registry both binaries judge documents with: the
 // built-in media-intent schema plus the schemas of this module's worker
-// packages (leases, observed status, group preferences), so a store that
+// packages (leases, observed status, computer-vision health, group
+// preferences), so a store that
 // workers write to serves, verifies and replays like any other.
 func Registry() (*schema.Registry, error) {
 	reg := schema.NewRegistry()
 	if err := reconcile.RegisterSchemas(reg); err != nil {
+		return nil, err
+	}
+	if err := cv.RegisterSchemas(reg); err != nil {
 		return nil, err
 	}
 	if err := grouppref.RegisterSchema(reg); err != nil {

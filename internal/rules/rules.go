@@ -138,3 +138,20 @@ func PutMetadata(registered func(string) bool, schema, owner string) error {
 	}
 	return nil
 }
+
+// MQTTNamespacePrefix begins every MQTT integration namespace,
+// service/mqtt-<bridge>: a bridge's desired state is live configuration,
+// so its namespace takes no lease.
+const MQTTNamespacePrefix = "service/mqtt-"
+
+// LiveConfiguration names the namespace class of ns whose entries are live
+// configuration rather than leases ("MQTT integration state"), or returns
+// "" for a namespace that takes leases. Settings-backed namespaces are
+// live configuration too, but which those are is declared in config.toml,
+// so their home refuses their leases itself.
+func LiveConfiguration(ns string) string {
+	if strings.HasPrefix(ns, MQTTNamespacePrefix) {
+		return "MQTT integration state (" + MQTTNamespacePrefix + "<bridge>)"
+	}
+	return ""
+}

@@ -1,7 +1,11 @@
 // Package mediasim is a simulated KeepPeek media server for tests of
 // workers and of embedders' own code: it implements reconcile.Capabilities
-// and, per principal, reconcile.Media, with the behaviours the
-// specification makes workers cope with.
+// and cv.Capabilities and, per principal, reconcile.Media and cv.Media,
+// with the behaviours the specification makes workers cope with. For
+// computer-vision workers it also carries media data, in process only
+// (frames.go): EmitFrames has a source produce frames, which reach each
+// live subscription to its current session, and the simulated event
+// catalog (Events) keeps every event a worker publishes.
 //
 // Worker processes reach a Server of the test's process over HTTP:
 // Server.Handler serves the operations workers call (Source, the change
@@ -71,6 +75,15 @@
 //     doubles from RetryMin to RetryMax.
 //     Code: Remote.Close, Remote.poll, Remote.backoff, Remote.do, Dial.
 //     Tests: TestCloseEndsThePoller, TestDialRejectsBadArguments, TestHandlerRejectsBadRequests.
+//  10. Frames flow only through a live subscription: EmitFrames reaches
+//     the subscriptions to the source's current session, numbered from 1
+//     per subscription, at most FrameBuffer unread; a subscription's frame
+//     channel is closed however it ends (Unsubscribe, a new or ended
+//     source session, its variant withdrawn, its principal gone), and only
+//     its own principal may take it. The event catalog keeps exactly what
+//     it was given, checking nothing, so tests see what a worker sent.
+//     Code: Server.EmitFrames, Server.deleteBindingLocked, Client.Frames, Client.PublishEvent, Server.Events.
+//     Tests: TestFramesFollowSubscriptions, cv.TestScenarioSourceSessionReplacedResubscribes.
 package mediasim
 
 import (
@@ -81,6 +94,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/keeppeek/statestore/worker/cv"
 	"github.com/keeppeek/statestore/worker/intent"
 	"github.com/keeppeek/statestore/worker/reconcile"
 )
@@ -93,6 +107,9 @@ type SourceSpec struct {
 	Profiles    []reconcile.Profile
 	// Variants the source itself offers; they start not ready.
 	Variants []reconcile.Variant
+	// Models are the computer-vision model profiles the source may be
+	// analysed with (ModelProfiles).
+	Models []cv.ModelProfile
 }
 
 // Call is one media command as the server received it.
@@ -135,6 +152,10 @@ type Server struct {
 	// the HTTP API's long poll can tell a client what it missed (http.go).
 	changes uint64
 	epoch   string
+	// frames holds each live subscription's frame stream (frames.go);
+	// events is the simulated event catalog.
+	frames map[string]*frameStream
+	events []CatalogEvent
 }
 
 type group struct {
@@ -144,7 +165,8 @@ type group struct {
 
 // New returns a server with no sources.
 func New() *Server {
-	return &Server{sources: map[string]*source{}, bindings: map[string]*bindingRec{}, groups: map[string]*group{}, changed: make(chan struct{}), epoch: rand.Text()}
+	return &Server{sources: map[string]*source{}, bindings: map[string]*bindingRec{}, groups: map[string]*group{}, changed: make(chan struct{}), epoch: rand.Text(),
+		frames: map[string]*frameStream{}}
 }
 
 // changedLocked wakes every Changed waiter.
@@ -199,7 +221,7 @@ func (s *Server) endSessionLocked(id string) {
 	}
 	for bid, b := range s.bindings {
 		if b.session == src.session {
-			delete(s.bindings, bid)
+			s.deleteBindingLocked(bid)
 		}
 	}
 }
@@ -306,7 +328,7 @@ func (s *Server) EndPrincipal(principal string) {
 // variant it produced.
 func (s *Server) dropBindingLocked(id string) {
 	b := s.bindings[id]
-	delete(s.bindings, id)
+	s.deleteBindingLocked(id)
 	if b == nil || !b.publish {
 		return
 	}
@@ -324,7 +346,7 @@ func (s *Server) removeVariantLocked(src *source, match func(*reconcile.Variant)
 		}
 		for id, sub := range s.bindings {
 			if !sub.publish && sub.session == src.session && sub.variant == v.ID {
-				delete(s.bindings, id)
+				s.deleteBindingLocked(id)
 			}
 		}
 	}
@@ -540,6 +562,7 @@ func (c *Client) Subscribe(_ context.Context, req reconcile.SubscribeRequest) (r
 	}
 	id := s.nextID("sub")
 	s.bindings[id] = &bindingRec{id: id, principal: c.principal, sourceID: src.id, session: src.session, variant: chosen.ID}
+	s.frames[id] = &frameStream{ch: make(chan cv.Frame, FrameBuffer)}
 	call.ID = id
 	return reconcile.Binding{ID: id, VariantID: chosen.ID}, c.log(call)
 }
