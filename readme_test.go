@@ -2,6 +2,7 @@ package statestore_test
 
 import (
 	"bytes"
+	"go/ast"
 	"go/doc"
 	"go/format"
 	"go/parser"
@@ -73,6 +74,40 @@ func TestReadmeProgramIsTheExample(t *testing.T) {
 	indented := "    " + strings.ReplaceAll(strings.TrimSuffix(output, "\n"), "\n", "\n    ") + "\n"
 	if output == "" || !strings.Contains(string(b), "It prints:\n\n"+indented) {
 		t.Errorf("the README does not show Example_readme's output; after \"It prints:\" it should read:\n%s", indented)
+	}
+}
+
+// TestReadmeClientExampleIsTheExample holds the README's "Connect from Go"
+// block to ExampleDial exactly as client/example_test.go has it, doc
+// comment and Output included, so the README shows code that
+// go test ./client runs and checks.
+func TestReadmeClientExampleIsTheExample(t *testing.T) {
+	t.Parallel()
+	const file, name = "client/example_test.go", "ExampleDial"
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == name {
+			from := fd.Pos()
+			if fd.Doc != nil {
+				from = fd.Doc.Pos()
+			}
+			want = string(src[fset.Position(from).Offset:fset.Position(fd.End()).Offset]) + "\n"
+		}
+	}
+	if want == "" {
+		t.Fatalf("%s has no func %s", file, name)
+	}
+	if got := readmeProgram(t, "Connect from Go"); got != want {
+		t.Errorf("the README's \"Connect from Go\" block differs from %s in %s; replace the block with:\n%s", name, file, want)
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 // and the exit codes.
 func TestHelpOfEveryVerb(t *testing.T) {
 	t.Parallel()
-	verbs := [][]string{{"token", "new"}}
+	verbs := [][]string{{"token", "new"}, {"lease", "hold"}}
 	for _, c := range commands {
 		verbs = append(verbs, []string{c.Name})
 	}
+	// The verbs that are the store's clients, with the flags they share.
+	clientVerbs := map[string]bool{"get": true, "put": true, "delete": true, "watch": true, "lease hold": true, "status": true}
 	for _, v := range verbs {
 		code, out, errs := kp(t, append(v, "--help")...)
 		name := strings.Join(v, " ")
@@ -21,14 +23,31 @@ func TestHelpOfEveryVerb(t *testing.T) {
 			t.Errorf("%s --help: exit %d, stderr %q", name, code, errs)
 		}
 		wants := []string{"Usage: kpstate " + name, "\nExamples:\n  kpstate " + name, "\nFlags:\n", "\nExit codes: 0 success, 1 the store refused"}
-		if name == "token" { // a table of verbs: its usage lists them instead of flags
-			wants = []string{"Usage: kpstate token <command>", "\nCommands:\n  new ", "\nExamples:\n  kpstate token new", "\nExit codes: 0 success, 1 the store refused"}
+		if clientVerbs[name] {
+			delete(clientVerbs, name)
+			wants = append(wants, "--endpoints URL[,URL...]", "--token-file FILE", "--cacert FILE", "--timeout D", "--json",
+				"\nExit codes: 0 success, 1 the store refused the request (", `with --json stdout carries {"error":{...}}`,
+				"2 usage, connection or I/O error (a refused handshake shows the server's reason")
+			// The paragraph, however it wraps, says where the token comes from.
+			flat := strings.Join(strings.Fields(out), " ")
+			for _, say := range []string{"$KPSTATE_ENDPOINTS", "read from --token-file or $KPSTATE_TOKEN, never from a flag's value, so it stays out of ps"} {
+				if !strings.Contains(flat, say) {
+					t.Errorf("%s --help does not say %q:\n%s", name, say, out)
+				}
+			}
+		}
+		if name == "token" || name == "lease" { // a table of verbs: its usage lists them instead of flags
+			sub := map[string]string{"token": "new", "lease": "hold"}[name]
+			wants = []string{"Usage: kpstate " + name + " <command>", "\nCommands:\n  " + sub + " ", "\nExamples:\n  kpstate " + name + " " + sub, "\nExit codes: 0 success, 1 the store refused"}
 		}
 		for _, want := range wants {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s --help lacks %q:\n%s", name, want, out)
 			}
 		}
+	}
+	if len(clientVerbs) > 0 {
+		t.Errorf("client verbs missing from the table: %v", clientVerbs)
 	}
 	code, out, _ := kp(t, "--help")
 	if code != exitOK || !strings.Contains(out, "Exit codes:\n  0  success\n  1  the store refused a request") {

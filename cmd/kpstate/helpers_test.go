@@ -129,6 +129,7 @@ func (sc serverConfig) write(t *testing.T, dir string) string {
 // testTLS is a CA and a server certificate for 127.0.0.1 made for one test.
 type testTLS struct {
 	certFile, keyFile string
+	caFile            string         // the CA's certificate, for a client's --cacert
 	pool              *x509.CertPool // trusts the CA
 }
 
@@ -162,8 +163,11 @@ func newTLS(t *testing.T, dir string) *testTLS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tt := &testTLS{certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem"), pool: x509.NewCertPool()}
+	tt := &testTLS{certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem"), caFile: filepath.Join(dir, "ca.pem"), pool: x509.NewCertPool()}
 	tt.pool.AddCert(caCert)
+	if err := os.WriteFile(tt.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(tt.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}

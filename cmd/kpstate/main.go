@@ -8,6 +8,12 @@
 // Commands (kpstate help <command> describes each, with examples):
 //
 //	serve       serve a store over WebSocket to the principals of a configuration file
+//	get         read an entry: its metadata and document
+//	put         write an entry (blind, --create or --if-revision N; --ttl for a lease)
+//	delete      delete an entry (--if-revision N)
+//	watch       print a namespace's snapshot, then every change, re-snapshotting when it must
+//	lease       hold a lease: claim create-only with a TTL, renew, release (lease hold)
+//	status      the server as the token's principal sees it
 //	token       make a principal's token and its [[principal]] entry (token new)
 //	version     print the build: module, version, VCS revision, modified flag
 //
@@ -20,11 +26,20 @@
 // prints the entry to paste. The configuration's keys are listed by
 // `kpstate serve --help`; deploy/ holds a systemd unit and an example.
 //
+// get, put, delete, watch, lease hold and status are the store's key CLI:
+// each is one session of the typed client (package client) as the
+// principal of a bearer token, which comes from --token-file or
+// $KPSTATE_TOKEN and never from a flag's value; --endpoints (or
+// $KPSTATE_ENDPOINTS), --cacert, --timeout and --json are shared
+// (clientcmd.go). Output is a few lines for people, or JSON with --json.
+//
 // The command table is main.go's commands: a verb is one entry there and
 // its own file, with its flags from internal/cliflag.
 //
-// Exit codes: 0 success, 1 the store refused a request (its error code on
-// stderr), 2 usage, configuration, connection or I/O error.
+// Exit codes: 0 success, 1 the store refused a request (stderr names the
+// code, the field and the message; with --json stdout carries
+// {"error":{...}}), 2 usage, configuration, connection or I/O error (a
+// refused handshake prints the server's reason).
 //
 // # Invariants
 //
@@ -51,6 +66,29 @@
 //     open is served UNAVAILABLE, with /readyz 503 naming the cause.
 //     Code: server.shutdown, server.readyz, startServer.
 //     Tests: TestServeStopsOnSIGTERM, TestServeAStoreThatCannotOpenIsUnavailable.
+//  5. A client verb's token is read from a file or the environment, never
+//     a flag's value, and never printed; bad flags, files or arguments exit
+//     2 before anything is dialled, naming the flag.
+//     Code: clientOptions.token, clientOptions.tlsConfig, clientOptions.parse, runPut.
+//     Tests: TestClientVerbUsageErrors, TestClientVerbsTokenAndEndpointSources, TestClientVerbsOverTheWire.
+//  6. The exit code says who refused: 1 only for the store's own error
+//     code (the client's UNAVAILABLE for a lost connection or a passed
+//     deadline is no answer from the store, and exits 2 with connection
+//     and handshake errors), reported on stderr and, with --json, as
+//     {"error":{...}} on stdout.
+//     Code: storeRefusal, clientOptions.fail, clientOptions.refuse.
+//     Tests: TestClientVerbsOverTheWire, TestClientVerbsTokenAndEndpointSources.
+//  7. watch prints the snapshot, then each update once and in order, and
+//     says when and why it re-snapshots before the new snapshot's entries;
+//     each update is acknowledged only once printed.
+//     Code: runWatch, watchPrinter.print.
+//     Tests: TestWatchVerb, TestWatchResnapshotsAfterServerRestart.
+//  8. lease hold writes only create-only or on its own last revision, and
+//     releases by deleting that revision, so it never overwrites or
+//     deletes another holder's lease; a renewal refused CONFLICT or
+//     NOT_FOUND, or not made within the TTL, ends it with a non-zero exit.
+//     Code: leaseHold.run, leaseHold.put, leaseHold.release, leaseHold.heldByAnother.
+//     Tests: TestLeaseHold, TestLeaseHoldRenewsAndSaysWhenLost.
 package main
 
 import (
@@ -77,6 +115,12 @@ const (
 // its own file.
 var commands = []cliflag.Sub{
 	{Name: "serve", Summary: "serve a store over WebSocket to the principals of a configuration file", Run: runServe},
+	{Name: "get", Summary: "read an entry: its metadata and document", Run: runGet},
+	{Name: "put", Summary: "write an entry (blind, --create or --if-revision N compare-and-set; --ttl for a lease)", Run: runPut},
+	{Name: "delete", Summary: "delete an entry (--if-revision N compare-and-set)", Run: runDelete},
+	{Name: "watch", Summary: "print a namespace's snapshot, then every change, re-snapshotting when it must", Run: runWatch},
+	{Name: "lease", Summary: "hold a lease: claim create-only with a TTL, renew, release on SIGINT (lease hold)", Run: runLease},
+	{Name: "status", Summary: "the server as the token's principal sees it: capability, version, readable namespaces", Run: runStatus},
 	{Name: "token", Summary: "make a principal's token and its [[principal]] entry (token new)", Run: runToken},
 	{Name: "version", Summary: "print the build: module, version, VCS revision, modified flag", Run: runVersion},
 }
@@ -93,6 +137,10 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "       kpstate --version             (module, version, VCS revision and modified flag)")
 	fmt.Fprintln(w, "\nCommands:")
 	cliflag.Table{Subs: commands}.PrintSubs(w)
-	fmt.Fprintln(w, "\nExamples:\n  kpstate token new --id alice > alice.token\n  kpstate serve --config /etc/kpstate/kpstate.toml\n  kpstate help serve")
-	fmt.Fprintln(w, "\nExit codes:\n  0  success\n  1  the store refused a request (its error code on stderr)\n  2  usage, configuration, connection or I/O error")
+	fmt.Fprintln(w, "\nExamples:\n  kpstate token new --id alice > alice.txt && head -1 alice.txt > alice.token\n  kpstate serve --config /etc/kpstate/kpstate.toml\n  kpstate help serve")
+	fmt.Fprintln(w, "  kpstate put user/alice prefs --schema keeppeek.group-preference.v1 --file prefs.json --token-file alice.token")
+	fmt.Fprintln(w, "  KPSTATE_TOKEN=$(cat ops.token) kpstate watch service/transcoder-a --prefix intents/")
+	fmt.Fprintln(w, "\nThe client verbs read the token from --token-file FILE or $KPSTATE_TOKEN (never a flag's value),")
+	fmt.Fprintln(w, "the server from --endpoints or $KPSTATE_ENDPOINTS (default "+defaultEndpoint+").")
+	fmt.Fprintln(w, "\nExit codes:\n  0  success\n  1  the store refused a request (stderr names the code, the field and the message;\n     with --json stdout carries {\"error\":{...}})\n  2  usage, configuration, connection or I/O error (a refused handshake shows the server's reason)")
 }
