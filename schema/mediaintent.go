@@ -176,6 +176,7 @@ func (p *walker) topObject() bool {
 	}
 	p.pos++
 	p.skipSpace()
+	var values pieceStats // the guard's objectProblem (the names are fixed)
 	for more := true; more; {
 		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
 			return false // includes {}, which lacks required members
@@ -193,6 +194,7 @@ func (p *walker) topObject() bool {
 				return false
 			}
 			v, _, ok := p.str()
+			values.add(v)
 			switch f {
 			case fRole:
 				p.publish = v == "publish"
@@ -213,6 +215,7 @@ func (p *walker) topObject() bool {
 			if !p.identifier() {
 				return false
 			}
+			values.add(p.strVal)
 		case fPriority:
 			if !p.priority() {
 				return false
@@ -226,7 +229,7 @@ func (p *walker) topObject() bool {
 			return false
 		}
 	}
-	return true
+	return values.splitProblem("") == ""
 }
 
 // identifier checks the string value at p.pos against the schema's
@@ -236,6 +239,7 @@ func (p *walker) identifier() bool {
 		return false
 	}
 	v, clean, ok := p.str()
+	p.strVal = v
 	if !ok || !matchIdentifier(v) || v == "." || v == ".." {
 		return false
 	}
