@@ -723,9 +723,11 @@ func mayBeHeader(s string) bool {
 // rule needs:
 //
 //   - a PEM block: "-----BEGIN" holds a B;
-//   - raw SDP: "v=0" followed by another line, which needs a line break
-//     (not listed: JSON strings hold one only through an escape, and
-//     hasMarker looks for it itself);
+//   - raw SDP over several lines, log text and text of many lines: a line
+//     break (not listed: JSON strings hold one only through an escape, and
+//     hasMarker looks for it itself; one SDP line is a header prefix);
+//   - a JSON Web Token: "eyJ" holds a J after "ey";
+//   - an AWS access key id: an A followed by KIA or SIA;
 //   - a data URI or a Set-Cookie value: a semicolon;
 //   - "Bearer " or "Basic " in any case: a b or B followed by an a or an e
 //     in either case (EqualFold compares as many bytes as the ASCII scheme

@@ -158,9 +158,36 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 		if ok && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: decodeObject %#v, reference %#v", doc, got, want)
 		}
-		// Whatever is decoded must survive Validate without panicking.
-		NewRegistry().Validate(MediaIntentV1, doc)
+		// Whatever is decoded must survive Validate without panicking, and
+		// what it accepts must decode alike everywhere.
+		if NewRegistry().Validate(MediaIntentV1, doc) == nil {
+			if r := decodesEverywhere(doc); r != "" {
+				t.Fatalf("%q: accepted, but %s", doc, r)
+			}
+		}
 	})
+}
+
+// decodesEverywhere returns why doc, accepted, does not decode to the same
+// values through encoding/json (numbers as float64, as JavaScript reads
+// them) and back, or "".
+func decodesEverywhere(doc []byte) string {
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return "encoding/json cannot decode it: " + err.Error()
+	}
+	again, err := json.Marshal(v)
+	if err != nil {
+		return "encoding/json cannot encode it again: " + err.Error()
+	}
+	var w any
+	if err := json.Unmarshal(again, &w); err != nil {
+		return "its re-encoding does not decode: " + err.Error()
+	}
+	if !reflect.DeepEqual(v, w) {
+		return "its re-encoding means something else: " + string(again)
+	}
+	return ""
 }
 
 func TestNotPlain(t *testing.T) {
