@@ -220,7 +220,7 @@ func objectProblem(m map[string]any) string {
 // precision and refused by encoding/json and JavaScript's JSON.parse
 // alike, so a document holding one does not decode everywhere.
 func numberProblem(num string) string {
-	if len(num) <= 308 && strings.IndexAny(num, "eE") < 0 {
+	if len(num) <= 308 && !strings.ContainsAny(num, "eE") {
 		return "" // under 309 digits and no exponent: finite
 	}
 	if f, _ := strconv.ParseFloat(num, 64); !math.IsInf(f, 0) {

@@ -342,6 +342,8 @@ func (p *walker) array(depth int) bool {
 			if b != nil {
 				b.path.n--
 				a = append(a, b.val)
+			} else if n > maxByteArray {
+				return false // arrayProblem decides
 			} else if isStr {
 				strs.add(p.strVal)
 			}
@@ -354,9 +356,8 @@ func (p *walker) array(depth int) bool {
 		b.val = a
 		return true
 	}
-	// Not sure about an array long enough to be bytes (arrayProblem
-	// decides), nor about one whose strings join into encoded data.
-	return n <= maxByteArray && strs.splitProblem("") == ""
+	// Not sure about one whose strings join into encoded data.
+	return strs.splitProblem("") == ""
 }
 
 func (p *walker) number() bool {
