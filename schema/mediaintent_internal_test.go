@@ -253,6 +253,12 @@ var fastRejectSeeds = []string{
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"x\u0000"}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b\u0000":1}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":1e999}}`,
+	// split across the top-level identifiers, and the parameters' names
+	`{"role":"subscribe","desired":true,"source_id":"` + strings.Repeat("aBC3", 32) + `","variant_id":"` + strings.Repeat("aBC3", 32) + `","output_profile":"` + strings.Repeat("aBC3", 32) + `","media_kind":"video"}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"x.` + strings.Repeat("aBC3", 33) + `":1,"x.` + strings.Repeat("aBC4", 33) + `":1}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":["` + strings.Repeat("aBC3", 33) + `","` + strings.Repeat("aBC4", 33) + `"]}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":{"c":"` + strings.Repeat("aBC3", 33) + `","d":"` + strings.Repeat("aBC4", 33) + `"}}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":[` + strings.Repeat("7,", 256) + `7]}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":[-1E+400]}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":` + strings.Repeat("9", 400) + `}}`,
 }
