@@ -13,10 +13,19 @@
 //     only the last duplicate, letting a forbidden first value through);
 //   - nests objects and arrays at most 32 levels deep;
 //   - passed [Guard]: no member name at any depth is named like a credential
-//     (password, secret, token, cookie, access or API key, authorization, ...)
+//     (password, secret, token, cookie, access or API key, authorization, ...,
+//     also spelt with digits or symbols for letters: passw0rd, s3cr3t, p@$$)
 //     and no string, member name or value, carries a PEM block, raw SDP, a
 //     base64 data URI, base64 image data, a base64 run of 256 or more
-//     characters, or an Authorization or Cookie header value;
+//     characters, base64 or hex in spaced groups, a JSON Web Token, an AWS
+//     access key id, an Authorization or Cookie header value, log text or
+//     text of more than four lines; no array or object carries binary data
+//     spread over its members (see "Binary data and text" below);
+//   - decodes to the same values in every conforming JSON reader: no number
+//     that is not finite in float64 (1e999, which encoding/json and
+//     JSON.parse cannot represent), no lone surrogate escape such as \ud800
+//     (encoding/json reads U+FFFD, JavaScript the surrogate), no NUL
+//     character (C strings and Postgres text cannot hold one);
 //   - names a schema that is registered (names have the form
 //     keeppeek.<name>.v<N>, see [CheckName]) and satisfies its validator. For
 //     [MediaIntentV1] that means the JSON Schema in media-intent.v1.json plus
@@ -29,6 +38,45 @@
 // as "tokens_per_second" is refused because its name contains "token". That
 // is deliberate; a state store is the wrong place for secrets, and a rename
 // is cheap, whereas a leaked credential replicated to every watcher is not.
+//
+// # Binary data and text
+//
+// The specification keeps media bytes, JPEGs, access keys, passwords, raw
+// SDP and arbitrary logs out of state documents. Beside the rules for one
+// string, the guard refuses these, each with its bound:
+//
+//   - base64 or hex split over siblings: the strings of an array, the
+//     member names of an object, or its string values, that consist only of
+//     base64 characters (dots and line breaks allowed between them) and,
+//     two or more of them, join into 256 characters or more (the run that
+//     is refused in one string), when the joined text is hex (digits and
+//     a-f only, each at least an eighth) or mixed like base64 (upper and
+//     lower case at least a quarter each, digits at least a sixteenth).
+//     Lists of identifiers, labels, UUIDs and camelCase names fail the mix
+//     however long they are; a list of random mixed-case tokens of 256
+//     characters or more does not, and is refused as base64;
+//   - base64 or hex in spaced groups: 256 characters or more in tokens
+//     separated by one or two of space, tab, line break, comma, colon and
+//     semicolon, the tokens all of one length of two or more (the last may
+//     be shorter) or all hex of at most eight digits, at least half unlike
+//     the one before (words of prose differ in length, a repeated word is
+//     not data);
+//   - an array of more than 256 numbers that are all integers from 0 to
+//     255: binary data written as numbers;
+//   - raw SDP by its lines, whatever the first: two lines or more of the
+//     form x= (an SDP type letter) of which one is v=, o= or m=, or any
+//     line, alone or not, with a=ice-pwd, a=ice-ufrag, a=fingerprint,
+//     a=crypto or a=candidate;
+//   - text of more than four lines (maxTextLines), or of two lines or more
+//     that start like log records (an ISO date, a clock time, a level such
+//     as INFO or [WARN], level= or time=): a short description of a few
+//     lines is configuration, a longer text a log or a document.
+//
+// These are heuristics too: an encoding they do not know gets through, and
+// they are written to err towards refusing, as the names are. The guard's
+// rules apply per container; a payload spread over many containers, each
+// under its bound, is not seen (the document's size bound caps what it can
+// hold).
 //
 // # keeppeek.media-intent.v1
 //
@@ -171,4 +219,15 @@
 //     refused ahead of the JSON Schema, each refusal naming secrets.toml.
 //     Code: mqttBridge.Validate, mqttCredentials, loginName, urlUserinfo.
 //     Tests: TestMQTTBridgeRejects, TestMQTTBridgeAccepts.
+//   - A document Validate accepts decodes with encoding/json into any, and
+//     encoding that again gives a document of the same values: no
+//     non-finite number, lone surrogate or NUL is ever stored.
+//     Code: numberProblem, loneSurrogate, stringProblem, walker.str.
+//     Tests: TestAcceptedDecodeEverywhere, FuzzDecodeMatchesEncodingJSON, TestRejectsIssue31Payloads.
+//   - Every payload issue 31 found stored is refused with the JSON path of
+//     what holds it and a reason naming what was found, and the documents
+//     next to each rule stay accepted.
+//     Code: arrayProblem, objectProblem, pieceStats.splitProblem, groupedProblem, textProblem,
+//     jwtAt, awsKeyIDAt, credentialIn.
+//     Tests: TestRejectsIssue31Payloads, TestAcceptsNearMisses, TestAcceptsFixtures, TestPayloadFixturesGenerated.
 package schema

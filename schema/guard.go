@@ -57,6 +57,9 @@ func guardValue(p *jsonPath, v any) *Error {
 	}
 	switch v := v.(type) {
 	case map[string]any:
+		if reason := objectProblem(v); reason != "" {
+			return p.fail(reason)
+		}
 		// Map order is random: of the offending members, report the least
 		// name, which no member past it can displace.
 		var first *Error
@@ -79,6 +82,9 @@ func guardValue(p *jsonPath, v any) *Error {
 		}
 		return first
 	case []any:
+		if reason := arrayProblem(v); reason != "" {
+			return p.fail(reason)
+		}
 		for i, child := range v {
 			p.push("", i)
 			err := guardValue(p, child)
@@ -91,7 +97,15 @@ func guardValue(p *jsonPath, v any) *Error {
 		if reason := stringProblem(v); reason != "" {
 			return p.fail("value " + reason)
 		}
-	case json.Number, float64, bool, nil:
+	case json.Number:
+		if reason := numberProblem(string(v)); reason != "" {
+			return p.fail("value " + reason)
+		}
+	case float64:
+		if reason := floatProblem(v); reason != "" {
+			return p.fail("value " + reason)
+		}
+	case bool, nil:
 	default:
 		return p.fail(fmt.Sprintf("%T is not a JSON value", v))
 	}
@@ -117,17 +131,20 @@ func nameClean(k string, clean bool) bool {
 }
 
 // paramNameClean is nameClean for a member of parameters, which must
-// match matchParamName too: one pass over the name does the pattern and
-// the normalisation credentialWord needs.
-func paramNameClean(k string, clean bool) bool {
+// match matchParamName too: one pass over the name does the pattern, the
+// normalisation credentialWord needs and the counts of names (a name of
+// the pattern is always a piece).
+func paramNameClean(k string, clean bool, names *pieceStats) bool {
 	var norm [64]byte
-	n, match := paramName(k, &norm)
+	n, lanes, match := paramName(k, &norm)
 	if !match {
 		return false
 	}
 	if len(k) > len(norm) {
+		names.add(k)
 		return nameClean(k, clean)
 	}
+	names.addLanes(lanes)
 	return credentialIn(norm[:n]) == "" && (clean || stringProblem(k) == "")
 }
 
@@ -202,6 +219,43 @@ var credentialSuffixes = []string{"pwd", "auth", "jwt"}
 // credentialNames are matched only as the whole normalised name.
 var credentialNames = []string{"pass", "pw"}
 
+// leetA and leetB are the letters a digit or symbol stands for in a name
+// spelt to look unlike itself ("passw0rd", "s3cr3t", "t0k3n", "p@$$"), 0
+// for the bytes that stand for none; '1' stands for i or l. Every
+// credential word, suffix and name also matches with these substituted.
+var leetA, leetB = func() (a, b [256]byte) {
+	for c, l := range map[byte]byte{'0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 't', '@': 'a', '$': 's'} {
+		a[c] = l
+	}
+	b['1'] = 'l'
+	return a, b
+}()
+
+// leetEqual reports whether normalised bytes n spell w, each byte itself
+// or one of leetA and leetB.
+func leetEqual(n []byte, w string) bool {
+	for k := 0; k < len(w); k++ {
+		if c := n[k]; c != w[k] && leetA[c] != w[k] && leetB[c] != w[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// credentialStarts lists, for each byte, the credential words it may
+// begin: those beginning with it or with a letter it stands for.
+var credentialStarts = func() (t [256][]string) {
+	for c := range 256 {
+		t[c] = slices.Clone(credentialWords[c])
+		for _, l := range []byte{leetA[c], leetB[c]} {
+			if l != 0 {
+				t[c] = append(t[c], credentialWords[l]...)
+			}
+		}
+	}
+	return t
+}()
+
 // credentialSym numbers the bytes that occur in credentialWords from 1,
 // every other byte being 0. credentialShift, indexed by the symbols of the
 // last two bytes of a window of minCredentialWord bytes, says how far the
@@ -224,6 +278,22 @@ var credentialSym, credentialShift = func() (sym [256]uint8, shift [32 * 32]uint
 			}
 		}
 	}
+	// A byte that stands for a letter has the letter's symbol; '1' stands
+	// for two, so i and l share one (a shared symbol only makes shifts
+	// shorter, never skips a word).
+	if sym['l'] != 0 && sym['i'] != 0 {
+		l := sym['l']
+		for c := range sym {
+			if sym[c] == l {
+				sym[c] = sym['i']
+			}
+		}
+	}
+	for c := range 256 {
+		if l := leetA[c]; l != 0 {
+			sym[c] = sym[l]
+		}
+	}
 	for i := range shift {
 		shift[i] = m - 1
 	}
@@ -243,7 +313,11 @@ var credentialSym, credentialShift = func() (sym [256]uint8, shift [32 * 32]uint
 // needs a look.
 var credentialLast = func() (t [256]bool) {
 	for _, w := range slices.Concat(credentialSuffixes, credentialNames) {
-		t[w[len(w)-1]] = true
+		for c := range 256 {
+			if leetEqual([]byte{byte(c)}, w[len(w)-1:]) {
+				t[c] = true
+			}
+		}
 	}
 	return t
 }()
@@ -267,8 +341,8 @@ func credentialIn(n []byte) string {
 			i += int(s)
 			continue
 		}
-		for _, w := range credentialWords[n[i]] {
-			if len(n)-i >= len(w) && n[i+1] == w[1] && string(n[i:i+len(w)]) == w {
+		for _, w := range credentialStarts[n[i]] {
+			if len(n)-i >= len(w) && leetEqual(n[i:i+len(w)], w) {
 				return w
 			}
 		}
@@ -278,12 +352,12 @@ func credentialIn(n []byte) string {
 		return ""
 	}
 	for _, w := range credentialSuffixes {
-		if len(n) >= len(w) && string(n[len(n)-len(w):]) == w {
+		if len(n) >= len(w) && leetEqual(n[len(n)-len(w):], w) {
 			return w
 		}
 	}
 	for _, w := range credentialNames {
-		if string(n) == w {
+		if len(n) == len(w) && leetEqual(n, w) {
 			return w
 		}
 	}
@@ -369,7 +443,7 @@ var byteClass = func() (t [256]uint8) {
 		t[c] |= clB64
 	}
 	t['\n'], t['\r'] = clNewline, clNewline
-	for _, c := range "-v;bB" {
+	for _, c := range "-;bBAJ" {
 		t[c] |= clSpecial
 	}
 	return t
@@ -384,6 +458,11 @@ var base64Magics = []string{"/9j/", "iVBORw0KGgo", "R0lGOD", "UklGR", "JVBERi0"}
 // short string without guardMarkers is cleared with a few IndexByte calls
 // and only the rest gets contentProblem's scan.
 func stringProblem(s string) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		// Refused by C string APIs and Postgres, truncated by others: not
+		// the same text in every reader.
+		return "contains a NUL character"
+	}
 	if len(s) < minGuardedString {
 		return ""
 	}
@@ -403,7 +482,7 @@ func stringProblem(s string) string {
 func contentProblem(s string) string {
 	run, runStart := 0, 0
 	prev := uint8(0)
-	sawSemicolon := false
+	sawSemicolon, sawBreak := false, false
 	for i := 0; i <= len(s); i++ {
 		c, cl := byte(0), uint8(0) // past the end: a byte that ends the run
 		if i < len(s) {
@@ -415,9 +494,16 @@ func contentProblem(s string) string {
 				if strings.HasPrefix(s[i:], "-----BEGIN") {
 					return "contains a PEM block"
 				}
-			case 'v':
-				if (i == 0 || s[i-1] == '\n') && strings.HasPrefix(s[i:], "v=0") && hasSDPLine(s[i+3:]) {
-					return "looks like raw SDP"
+			case 'A':
+				if prev&clAlnum == 0 && awsKeyIDAt(s[i:]) {
+					if hasAWSSecret(s) {
+						return "holds an AWS access key id and secret"
+					}
+					return "holds an AWS access key id"
+				}
+			case 'J':
+				if i >= 2 && s[i-2:i] == "ey" && (i == 2 || !isB64URL(s[i-3])) && jwtAt(s[i-2:]) {
+					return "holds a JSON Web Token"
 				}
 			case ';':
 				if len(s)-i >= 8 && strings.EqualFold(s[i:i+8], ";base64,") {
@@ -440,7 +526,9 @@ func contentProblem(s string) string {
 			run++
 		case cl&clNewline != 0 && run > 0:
 			// Wrapped base64 (MIME, PEM bodies) stays one run.
+			sawBreak = true
 		default:
+			sawBreak = sawBreak || cl&clNewline != 0
 			if run >= minMagicRun {
 				if r := runProblem(s[runStart:], run); r != "" {
 					return r
@@ -452,6 +540,14 @@ func contentProblem(s string) string {
 	}
 	if sawSemicolon && isSetCookie(s) {
 		return cookieValue
+	}
+	if sawBreak {
+		if r := textProblem(s); r != "" {
+			return r
+		}
+	}
+	if len(s) >= minBase64Run {
+		return groupedProblem(s)
 	}
 	return ""
 }
@@ -468,22 +564,6 @@ func runProblem(s string, run int) string {
 	return ""
 }
 
-// hasSDPLine reports whether rest, which follows a "v=0" at the start of a
-// line, continues with another SDP line ("o=", "s=", "m=", "a=", ...): "v=0"
-// on its own is an ordinary string.
-func hasSDPLine(rest string) bool {
-	for {
-		nl := strings.IndexByte(rest, '\n')
-		if nl < 0 {
-			return false
-		}
-		rest = rest[nl+1:]
-		if len(rest) >= 2 && rest[1] == '=' && strings.IndexByte("omacstb", rest[0]) >= 0 {
-			return true
-		}
-	}
-}
-
 // headerPrefixes mark a whole HTTP header line, or a cookie whose name says
 // it carries a session, compared in any ASCII case after spaces and tabs.
 var headerPrefixes = []struct{ prefix, reason string }{
@@ -491,6 +571,11 @@ var headerPrefixes = []struct{ prefix, reason string }{
 	{"cookie:", cookieValue}, {"set-cookie:", cookieValue},
 	{"asp.net_sessionid=", cookieValue}, {"phpsessid=", cookieValue}, {"connect.sid=", cookieValue},
 	{"jsessionid=", cookieValue}, {"__secure-", cookieValue}, {"__host-", cookieValue},
+	// A single SDP line carrying a session's secrets (textProblem reads
+	// every line of a longer text).
+	{"a=ice-pwd:", "looks like raw SDP (a=ice-pwd)"}, {"a=ice-ufrag:", "looks like raw SDP (a=ice-ufrag)"},
+	{"a=fingerprint:", "looks like raw SDP (a=fingerprint)"}, {"a=crypto:", "looks like raw SDP (a=crypto)"},
+	{"a=candidate:", "looks like raw SDP (a=candidate)"},
 }
 
 const (
@@ -638,9 +723,11 @@ func mayBeHeader(s string) bool {
 // rule needs:
 //
 //   - a PEM block: "-----BEGIN" holds a B;
-//   - raw SDP: "v=0" followed by another line, which needs a line break
-//     (not listed: JSON strings hold one only through an escape, and
-//     hasMarker looks for it itself);
+//   - raw SDP over several lines, log text and text of many lines: a line
+//     break (not listed: JSON strings hold one only through an escape, and
+//     hasMarker looks for it itself; one SDP line is a header prefix);
+//   - a JSON Web Token: "eyJ" holds a J after "ey";
+//   - an AWS access key id: an A followed by KIA or SIA;
 //   - a data URI or a Set-Cookie value: a semicolon;
 //   - "Bearer " or "Basic " in any case: a b or B followed by an a or an e
 //     in either case (EqualFold compares as many bytes as the ASCII scheme
@@ -664,13 +751,17 @@ var guardMarkers = [numGuardMarkers]struct {
 		return j+1 < len(d) && (d[j+1]|0x20 == 'a' || d[j+1]|0x20 == 'e')
 	}},
 	{'/', func(d string, j int) bool { return strings.HasPrefix(d[j:], "/9j/") }},
+	{'J', func(d string, j int) bool { return j >= 2 && d[j-2] == 'e' && d[j-1] == 'y' }},
+	{'A', func(d string, j int) bool {
+		return j+3 < len(d) && (d[j+1] == 'K' || d[j+1] == 'S') && d[j+2] == 'I' && d[j+3] == 'A'
+	}},
 }
 
-const numGuardMarkers = 5
+const numGuardMarkers = 7
 
 // hasMarker reports whether s holds one of guardMarkers or a line break.
 func hasMarker(s string) bool {
-	if strings.IndexByte(s, '\n') >= 0 {
+	if strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0 {
 		return true
 	}
 	var m guardMarks

@@ -11,29 +11,53 @@ import (
 	"github.com/keeppeek/statestore/internal/testdoc"
 )
 
-// credentialWordReference is credentialWord as it was before the Wu-Manber
-// search: a look at every position. credentialWord must name the same word.
+// credentialWordReference is credentialWord without the Wu-Manber search:
+// a look at every position, the name read in every spelling its digits
+// and symbols allow (leetSpellings). credentialWord must name the same
+// word.
 func credentialWordReference(name string) string {
 	n := normalizeName(nil, name)
-	for i := 0; i+minCredentialWord <= len(n); i++ {
-		for _, w := range credentialWords[n[i]] {
-			if len(n)-i >= len(w) && string(n[i:i+len(w)]) == w {
-				return w
+	spells := func(b []byte, w string) bool {
+		for k := range len(w) {
+			if !strings.ContainsRune(leetSpellings[b[k]], rune(w[k])) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(n); i++ {
+		for _, words := range credentialWords {
+			for _, w := range words {
+				if len(n)-i >= len(w) && spells(n[i:], w) {
+					return w
+				}
 			}
 		}
 	}
 	for _, w := range credentialSuffixes {
-		if len(n) >= len(w) && string(n[len(n)-len(w):]) == w {
+		if len(n) >= len(w) && spells(n[len(n)-len(w):], w) {
 			return w
 		}
 	}
 	for _, w := range credentialNames {
-		if string(n) == w {
+		if len(n) == len(w) && spells(n, w) {
 			return w
 		}
 	}
 	return ""
 }
+
+// leetSpellings lists the letters each byte may stand for in a name: itself,
+// and for digits and symbols the letters they are used for.
+var leetSpellings = func() (t [256]string) {
+	for c := range 256 {
+		t[c] = string(rune(c))
+	}
+	for c, l := range map[byte]string{'0': "o", '1': "il", '3': "e", '4': "a", '5': "s", '7': "t", '@': "a", '$': "s"} {
+		t[c] += l
+	}
+	return t
+}()
 
 // credentialPatterns are every word, suffix and name credentialWord knows.
 func credentialPatterns() []string {
@@ -96,7 +120,7 @@ func TestCredentialWordMatchesReference(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	alphabet := []rune("apiksecrtonwdhjbvzl_-. AEKPST0\u017f\u212a")
+	alphabet := []rune("apiksecrtonwdhjbvzl_-. AEKPST013457@$\u017f\u212a")
 	for range 300000 {
 		var b strings.Builder
 		if rng.IntN(3) == 0 {
@@ -269,7 +293,7 @@ func FuzzGuardFilters(f *testing.F) {
 			t.Fatalf("contentProblem(%q) = %q, but it holds no guard marker", s, r)
 		}
 		var out [64]byte
-		if n, match := paramName(s, &out); match && len(s) <= len(out) && string(out[:n]) != string(normalizeName(nil, s)) {
+		if n, _, match := paramName(s, &out); match && len(s) <= len(out) && string(out[:n]) != string(normalizeName(nil, s)) {
 			t.Fatalf("paramName(%q) = %q, %v", s, out[:n], match)
 		}
 		if r := headerProblemReference(s); r != headerProblem(s) {

@@ -176,6 +176,10 @@ func (p *walker) topObject() bool {
 	}
 	p.pos++
 	p.skipSpace()
+	// The guard's objectProblem: the names are fixed, and the string
+	// values can join into minBase64Run characters only through long
+	// identifiers, which no writer sends; then the full path judges.
+	strLen := 0
 	for more := true; more; {
 		if p.pos >= len(p.d) || p.d[p.pos] != '"' {
 			return false // includes {}, which lacks required members
@@ -193,6 +197,7 @@ func (p *walker) topObject() bool {
 				return false
 			}
 			v, _, ok := p.str()
+			strLen += len(v)
 			switch f {
 			case fRole:
 				p.publish = v == "publish"
@@ -213,6 +218,7 @@ func (p *walker) topObject() bool {
 			if !p.identifier() {
 				return false
 			}
+			strLen += len(p.strVal)
 		case fPriority:
 			if !p.priority() {
 				return false
@@ -226,7 +232,7 @@ func (p *walker) topObject() bool {
 			return false
 		}
 	}
-	return true
+	return strLen < minBase64Run
 }
 
 // identifier checks the string value at p.pos against the schema's
@@ -236,6 +242,7 @@ func (p *walker) identifier() bool {
 		return false
 	}
 	v, clean, ok := p.str()
+	p.strVal = v
 	if !ok || !matchIdentifier(v) || v == "." || v == ".." {
 		return false
 	}

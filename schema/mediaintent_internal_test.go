@@ -244,6 +244,23 @@ var fastRejectSeeds = []string{
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":`,
 	`{"role":"subscribe","desired":`,
 	``, ` `, `null`, `"x"`,
+	// what not every reader reads alike
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"\ud800"}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"\ud800\u0041"}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"\udc00\ud800"}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.\udfff":1}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x\ud800","media_kind":"video"}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"x\u0000"}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b\u0000":1}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":1e999}}`,
+	// split across the top-level identifiers, and the parameters' names
+	`{"role":"subscribe","desired":true,"source_id":"` + strings.Repeat("aBC3", 32) + `","variant_id":"` + strings.Repeat("aBC3", 32) + `","output_profile":"` + strings.Repeat("aBC3", 32) + `","media_kind":"video"}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"x.` + strings.Repeat("aBC3", 33) + `":1,"x.` + strings.Repeat("aBC4", 33) + `":1}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":["` + strings.Repeat("aBC3", 33) + `","` + strings.Repeat("aBC4", 33) + `"]}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":{"c":"` + strings.Repeat("aBC3", 33) + `","d":"` + strings.Repeat("aBC4", 33) + `"}}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":[` + strings.Repeat("7,", 256) + `7]}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":[-1E+400]}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":` + strings.Repeat("9", 400) + `}}`,
 }
 
 // fastAcceptSeeds are accepted documents close to the edges.
@@ -254,7 +271,7 @@ var fastAcceptSeeds = []string{
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","priority":-0}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","priority":1e2}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","priority":100.0}`,
-	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"\ud800","c.d":"\ud800\u0041","e.f":"\udc00\ud800"}}`,
+	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"\ud800\udc00","c.d":"\ud83d\ude00\u0041"}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a-1.B_c-2.d":{"pass_through":"\ufffd","tok":"a=b; c=d"}}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":"` + strings.Repeat("QUJD", 63) + `"}}`,
 	`{"role":"subscribe","desired":true,"source_id":"x","media_kind":"video","parameters":{"a.b":` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `}}`,

@@ -41,44 +41,48 @@ func matchIdentifier(s string) bool {
 // <ns>.<name>[.<name>...].
 func matchParamName(s string) bool {
 	var out [64]byte
-	_, match := paramName(s, &out)
+	_, _, match := paramName(s, &out)
 	return match
 }
 
 // paramName is matchParamName that also writes out what normalizeName
 // makes of s and returns its length, because the fast path needs both for
-// every parameter name and one pass costs half as much as two. The
-// normalised form is complete only when s fits in out; beyond that it
-// wraps around, and callers normalise a long name themselves.
-func paramName(s string, out *[64]byte) (n int, match bool) {
-	i, n := paramNameRun(s, 0, pcNamespace, out, 0)
+// every parameter name and one pass costs half as much as two; it also
+// sums pieceLanes over s, for the guard's split rule. The normalised form
+// and the sum are complete only when s fits in out; beyond that the form
+// wraps around, and callers normalise and count a long name themselves.
+func paramName(s string, out *[64]byte) (n int, lanes uint64, match bool) {
+	i, n, lanes := paramNameRun(s, 0, pcNamespace, out, 0, 0)
 	if i == 0 || i == len(s) {
-		return 0, false
+		return 0, 0, false
 	}
 	for i < len(s) {
 		if s[i] != '.' {
-			return 0, false
+			return 0, 0, false
 		}
 		start := i + 1
-		if i, n = paramNameRun(s, start, pcSegment, out, n); i == start {
-			return 0, false
+		if i, n, lanes = paramNameRun(s, start, pcSegment, out, n, lanes); i == start {
+			return 0, 0, false
 		}
 	}
-	return n, true
+	return n, lanes, true
 }
 
 // paramNameRun reads the bytes of class from s[i:] on, appending their
-// normal form to out[:n], and returns where the run ends and the new n.
-func paramNameRun(s string, i int, class uint16, out *[64]byte, n int) (int, int) {
+// normal form to out[:n] and their pieceLanes to lanes, and returns where
+// the run ends and the new n and lanes.
+func paramNameRun(s string, i int, class uint16, out *[64]byte, n int, lanes uint64) (int, int, uint64) {
 	for ; i < len(s); i++ {
-		e := patternByte[s[i]]
+		c := s[i]
+		e := patternByte[c]
 		if e&class == 0 {
 			break
 		}
 		out[n&63] = byte(e)
 		n += int(e >> pcKeepShift & 1)
+		lanes += pieceLanes[c]
 	}
-	return i, n
+	return i, n, lanes
 }
 
 // patternByte holds for each byte what the matchers need, in one look-up:

@@ -53,7 +53,7 @@ func TestParamNameNormalises(t *testing.T) {
 	var matched int
 	for _, s := range names {
 		var out [64]byte
-		n, match := paramName(s, &out)
+		n, _, match := paramName(s, &out)
 		if match {
 			matched++
 		}

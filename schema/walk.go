@@ -20,12 +20,14 @@ type walker struct {
 	pos   int
 	build *builder // nil: check mode
 	buf   *[]byte  // decoded strings with escapes, reused within a walk
+	lone  string   // the first lone surrogate escape str met, "" for none
 
 	// Check mode only.
 	s       *scratch
 	seed    uint64     // of keyHash, random so that no one can aim at collisions
 	serial  uint64     // numbers the objects, to keep their name sets apart
 	marks   guardMarks // where the guard's markers are in d
+	strVal  string     // the string value read last, for the container rules
 	seen    uint32     // MediaIntentV1's top-level members read, one bit each
 	publish bool       // its role is "publish"
 }
@@ -193,8 +195,12 @@ func (p *walker) value(depth int) bool {
 		s, clean, ok := p.str()
 		if p.build != nil {
 			p.build.val = s
+			if ok && p.lone != "" {
+				return p.fail("value holds a lone surrogate " + p.lone)
+			}
 			return ok
 		}
+		p.strVal = s
 		return ok && (clean || stringProblem(s) == "")
 	case 't':
 		return p.literal("true", true)
@@ -226,6 +232,7 @@ func (p *walker) object(depth int, paramNames bool) bool {
 	b := p.build
 	first := 0 // build mode: where this object's members start
 	var mix uint64
+	var names, values pieceStats // check mode: the container rules
 	if b != nil {
 		first = len(b.members)
 	} else {
@@ -244,9 +251,19 @@ func (p *walker) object(depth int, paramNames bool) bool {
 		if !ok {
 			return false
 		}
+		if b != nil && p.lone != "" {
+			b.path.push(k, -1)
+			return p.fail("field name holds a lone surrogate " + p.lone)
+		}
 		if b == nil {
-			if paramNames && !paramNameClean(k, clean) || !paramNames && !nameClean(k, clean) {
+			if paramNames {
+				if !paramNameClean(k, clean, &names) {
+					return false
+				}
+			} else if !nameClean(k, clean) {
 				return false
+			} else {
+				names.add(k)
 			}
 			// Equal hashes mean a duplicate or, rarely, a collision: not
 			// sure.
@@ -260,12 +277,15 @@ func (p *walker) object(depth int, paramNames bool) bool {
 		if b != nil {
 			b.path.push(k, -1)
 		}
+		isStr := p.pos < len(p.d) && p.d[p.pos] == '"'
 		if !p.value(depth + 1) {
 			return false
 		}
 		if b != nil {
 			b.path.n--
 			b.members = append(b.members, member{k, b.val})
+		} else if isStr {
+			values.add(p.strVal)
 		}
 		if more = p.separator(','); !more && !p.closing('}', "expected ',' or '}' in object") {
 			return false
@@ -274,7 +294,9 @@ func (p *walker) object(depth int, paramNames bool) bool {
 	if b != nil && !b.object(first) {
 		return p.fail("duplicate field name")
 	}
-	return true
+	// objectProblem's rules, in check mode (the full path's guard applies
+	// them to what build mode made).
+	return b != nil || names.splitProblem("") == "" && values.splitProblem("") == ""
 }
 
 // object makes the map of the members from first on, which it takes off
@@ -303,6 +325,8 @@ func (p *walker) array(depth int) bool {
 	if b != nil {
 		a = make([]any, 0) // encoding/json's [], not nil
 	}
+	var strs pieceStats // check mode: arrayProblem's rules
+	n := 0
 	if p.pos < len(p.d) && p.d[p.pos] == ']' {
 		p.pos++
 	} else {
@@ -310,12 +334,18 @@ func (p *walker) array(depth int) bool {
 			if b != nil {
 				b.path.push("", len(a))
 			}
+			isStr := p.pos < len(p.d) && p.d[p.pos] == '"'
 			if !p.value(depth + 1) {
 				return false
 			}
+			n++
 			if b != nil {
 				b.path.n--
 				a = append(a, b.val)
+			} else if n > maxByteArray {
+				return false // arrayProblem decides
+			} else if isStr {
+				strs.add(p.strVal)
 			}
 			if more = p.separator(','); !more && !p.closing(']', "expected ',' or ']' in array") {
 				return false
@@ -324,8 +354,10 @@ func (p *walker) array(depth int) bool {
 	}
 	if b != nil {
 		b.val = a
+		return true
 	}
-	return true
+	// Not sure about one whose strings join into encoded data.
+	return strs.splitProblem("") == ""
 }
 
 func (p *walker) number() bool {
@@ -343,8 +375,9 @@ func (p *walker) number() bool {
 	}
 	if p.build != nil {
 		p.build.val = json.Number(p.d[start:end])
+		return true
 	}
-	return true
+	return numberProblem(p.d[start:end]) == ""
 }
 
 // scanNumber matches the JSON number grammar at d[i]. It returns the end of
@@ -445,9 +478,22 @@ func (p *walker) str() (s string, clean, ok bool) {
 		case c == '\\':
 			var one [utf8.UTFMax]byte
 			var bad string
-			if _, i, bad = appendEscape(one[:0], d, i); bad != "" {
+			at := i
+			if _, i, bad = appendEscape(one[:0], d, at); bad != "" {
 				p.pos = i
 				return "", false, p.syntax(bad)
+			}
+			if d[at+1] == 'u' && loneSurrogate(d, at) {
+				// encoding/json reads U+FFFD, a JavaScript engine the
+				// surrogate, some readers refuse the document: it cannot
+				// mean the same to all of them.
+				if p.build == nil {
+					p.pos = i
+					return "", false, false
+				}
+				if p.lone == "" {
+					p.lone = d[at : at+6]
+				}
 			}
 			if start > 0 {
 				start = -start
@@ -524,6 +570,27 @@ func appendEscape(buf []byte, d string, pos int) (out []byte, next int, bad stri
 		r = dec
 	}
 	return utf8.AppendRune(buf, r), pos, ""
+}
+
+// loneSurrogate reports whether the \u escape at d[pos] is a surrogate
+// that is not half of a pair: a high one not followed by an escaped low
+// one, or a low one not preceded by an escaped high one. appendEscape has
+// checked the escape.
+func loneSurrogate(d string, pos int) bool {
+	r, _ := hex4(d[pos+2:])
+	switch {
+	case r >= 0xd800 && r < 0xdc00:
+		if len(d)-pos >= 12 && d[pos+6] == '\\' && d[pos+7] == 'u' {
+			r2, ok := hex4(d[pos+8:])
+			return !ok || r2 < 0xdc00 || r2 >= 0xe000
+		}
+		return true
+	case r >= 0xdc00 && r < 0xe000:
+		// A low surrogate that completes a pair is consumed with its high
+		// one by appendEscape, so the one seen here is lone.
+		return true
+	}
+	return false
 }
 
 func hex4(b string) (rune, bool) {

@@ -1,0 +1,4 @@
+package schema
+
+// DecodesEverywhere is decodesEverywhere for the external tests.
+var DecodesEverywhere = decodesEverywhere
