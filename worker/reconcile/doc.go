@@ -54,4 +54,11 @@
 //     down: its binding stopped, its lease released, its status deleted.
 //     Code: Reconciler.pass, Reconciler.teardown.
 //     Tests: TestFailureTTLExpiryStopsConsumers, TestDeletedPublishIntentIsTornDown.
+//  7. A worker that stops on purpose leaves nothing behind: Stop ends
+//     every binding before it releases the lease that guarded it, so a
+//     standby claims at once and finds the output free, and its status
+//     says Stopped. Run alone returns as a crash would, leaving leases
+//     to lapse by their TTL.
+//     Code: Reconciler.Stop, Reconciler.Run, Reconciler.release.
+//     Tests: TestStopReleasesTheLeaseAfterThePublication.
 package reconcile
