@@ -60,5 +60,5 @@
 //     says Stopped. Run alone returns as a crash would, leaving leases
 //     to lapse by their TTL.
 //     Code: Reconciler.Stop, Reconciler.Run, Reconciler.release.
-//     Tests: TestStopReleasesTheLeaseAfterThePublication.
+//     Tests: TestStopReleasesTheLeaseAfterThePublication, workerproc.TestWorkerProcessesAgainstKpstate.
 package reconcile
