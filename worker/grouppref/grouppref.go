@@ -10,7 +10,7 @@
 //     those facts come only from the media server's GroupState after a
 //     successful join. So an expired preference or a malicious shared-state
 //     write can never become a media authorization decision.
-//     Code: Namespace, Save, Load.
+//     Code: Namespace, Save, Load, Parse.
 //     Tests: TestScenario6PreferredGroupGrantsNothing, TestSaveConflictAndRejects.
 package grouppref
 
@@ -58,8 +58,14 @@ func Load(ctx context.Context, c stateclient.Client, reg *schema.Registry, owner
 	if err != nil {
 		return Preferences{}, 0, err
 	}
-	p, err := codec.Decode(reg, e.Document)
+	p, err := Parse(reg, e.Document)
 	return p, e.Revision, err
+}
+
+// Parse decodes a preference document, for a client that follows Key with
+// a watch instead of reading it.
+func Parse(reg *schema.Registry, doc []byte) (Preferences, error) {
+	return codec.Decode(reg, doc)
 }
 
 // Save writes owner's preferences with compare-and-set on revision (0:

@@ -94,4 +94,15 @@ func TestSaveConflictAndRejects(t *testing.T) {
 	if err == nil || st.Namespace("user/alice").Revision != 1 {
 		t.Fatalf("an invalid group name was saved: %v", err)
 	}
+	// A watcher parses what Load reads, and refuses what Save would.
+	e, err := alice.Get(ctx, grouppref.Namespace("alice"), grouppref.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := grouppref.Parse(st.Reg, e.Document); err != nil || p.PreferredGroup != "g1" {
+		t.Fatalf("parse of the stored preferences: %+v %v", p, err)
+	}
+	if p, err := grouppref.Parse(st.Reg, []byte(`{"preferred_group":"../admins"}`)); err == nil {
+		t.Fatalf("parsed an invalid group name: %+v", p)
+	}
 }

@@ -60,4 +60,11 @@
 //     Code: Reconciler.pass, Reconciler.teardown, Reconciler.act, Reconciler.unbind.
 //     Tests: TestFailureTTLExpiryStopsConsumers, TestDeletedPublishIntentIsTornDown,
 //     TestPublishIntentChangeStopsThePublication.
+//  7. A worker that stops on purpose leaves nothing behind: Stop ends
+//     every binding before it releases the lease that guarded it, so a
+//     standby claims at once and finds the output free, and its status
+//     says Stopped. Run alone returns as a crash would, leaving leases
+//     to lapse by their TTL.
+//     Code: Reconciler.Stop, Reconciler.Run, Reconciler.release.
+//     Tests: TestStopReleasesTheLeaseAfterThePublication, workerproc.TestWorkerProcessesAgainstKpstate.
 package reconcile

@@ -371,3 +371,46 @@ func TestPublishIntentChangeStopsThePublication(t *testing.T) {
 		})
 	}
 }
+
+// TestStopReleasesTheLeaseAfterThePublication: a worker stopped on purpose
+// stops its publication and then releases its lease, so the standby
+// claims and publishes although the clock never moves (no TTL to wait
+// for), its StartPublication finds the output free, and the stopped
+// worker's status says Stopped.
+func TestStopReleasesTheLeaseAfterThePublication(t *testing.T) {
+	t.Parallel()
+	st, sim, w1, _ := leasedPublisher(t)
+	const key = publishKey
+	w2 := startWorker(t, st, sim, statestore.Principal{ID: "transcoder-2", Admin: true}, withLeases)
+	w2.waitFor(reconcile.EventStandby, key)
+
+	w1.stopGracefully()
+	if ev := w1.waitFor(reconcile.EventUnbound, key); !strings.Contains(ev.Detail, "worker stopping") {
+		t.Fatalf("unbound: %s", ev)
+	}
+	w1.waitFor(reconcile.EventReleased, key)
+	w2.waitFor(reconcile.EventClaimed, key)
+	w2.waitFor(reconcile.EventBound, key)
+	var order []string
+	for _, c := range sim.Calls() {
+		s := c.Principal + " " + c.Command
+		if c.Err != nil {
+			s += " error"
+		}
+		order = append(order, s)
+	}
+	want := []string{"transcoder-1 StartPublication", "transcoder-1 StopPublication", "transcoder-2 StartPublication"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("commands %v, want %v", order, want)
+	}
+	if b := sim.Bindings(); len(b) != 1 || b[0].Principal != "transcoder-2" {
+		t.Fatalf("bindings after the handover: %+v", b)
+	}
+	if s, _ := status(t, st, serviceNS, "transcoder-1", "front-door-video-720p"); s.State != reconcile.Stopped || !strings.Contains(s.Reason, "stopped") {
+		t.Fatalf("the stopped worker's status: %+v", s)
+	}
+	lease, err := st.Get(ctx, coordinator, serviceNS, "leases/front-door-video-"+out720)
+	if err != nil || lease.Owner != "transcoder-2" {
+		t.Fatalf("lease %+v %v", lease, err)
+	}
+}

@@ -121,6 +121,18 @@ func (w *testWorker) stop() {
 	w.conn.Close()
 }
 
+// stopGracefully ends the worker as a supervisor's stop would: Run
+// returns, then Stop ends its bindings and releases its leases.
+func (w *testWorker) stopGracefully() {
+	w.cancel()
+	w.cancel = nil
+	if err := <-w.done; err != nil {
+		w.t.Errorf("%s: run: %v", w.name, err)
+	}
+	w.r.Stop(ctx)
+	w.conn.Close()
+}
+
 // waitFor returns the first event of kind for intentKey ("": any) that no
 // earlier waitFor returned, reading the worker's events until one arrives.
 // Events it passes over are kept for later waits, so the order in which a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -275,6 +276,36 @@ func (r *Reconciler) Run(ctx context.Context, conn Conn) error {
 			timer, timerC = nil, nil
 		}
 	}
+}
+
+// Stop ends what this worker holds, for a graceful exit (a worker process
+// told to stop by its supervisor): every binding is stopped
+// (StopPublication, Unsubscribe), then every lease it holds is released
+// with compare-and-set on its own revision, and each status it wrote says
+// Stopped. The publication stops before its lease goes, so a standby that
+// claims the released lease at once finds the output variant free instead
+// of waiting for the TTL. Call it after Run returned, from the goroutine
+// that called Run, with a context bounding the whole stop; its events
+// reach Observe as Run's do. The reconciler is not to be run again.
+func (r *Reconciler) Stop(ctx context.Context) {
+	if r.conn == nil {
+		return // never ran: it holds nothing
+	}
+	r.ctx = ctx
+	keys := make([]string, 0, len(r.tracked))
+	for key := range r.tracked {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		t := r.tracked[key]
+		r.unbind(t, "worker stopping")
+		r.release(t)
+		if t.statusRev != 0 {
+			r.writeStatus(t, Status{State: Stopped, Reason: "worker " + r.cfg.Holder + " stopped"})
+		}
+	}
+	r.flush()
 }
 
 func (r *Reconciler) emit(e Event) { r.events = append(r.events, e) }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package workerproc_test
+
+const raceEnabled = false
