@@ -138,8 +138,10 @@ func TestMQTTBridgeRejects(t *testing.T) {
 			"$.mappings[0].local", "does not match"},
 		{"+ inside a level", func(d map[string]any) { mapping(d, 0)["local"] = "keeppeek/cam+/motion" },
 			"$.mappings[0].local", "does not match"},
+		// The guard refuses a NUL in any string before the topic pattern
+		// would (no stored document may hold one).
 		{"a NUL in a topic", func(d map[string]any) { mapping(d, 0)["local"] = "keeppeek/\x00" },
-			"$.mappings[0].local", "does not match"},
+			"$.mappings[0].local", "NUL character"},
 		{"an empty topic", func(d map[string]any) { mapping(d, 0)["local"] = "" },
 			"$.mappings[0].local", "at least 1 characters"},
 		{"an unknown direction", func(d map[string]any) { mapping(d, 0)["direction"] = "both" },
