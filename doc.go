@@ -254,9 +254,11 @@
 //  15. Live configuration takes no lease: a PUT with any TTL to an MQTT
 //     integration namespace (service/mqtt-<bridge>) or a settings-backed
 //     one is TTL_INVALID on field "ttl" and changes nothing, in memory or
-//     on disk; the same TTL on any other namespace is a lease.
-//     Code: refuseLease, rules.LiveConfiguration, settingsBackend.commit, Store.Put.
-//     Tests: TestLiveConfigurationRefusesTTL, TestContractTTL.
+//     on disk; the same TTL on any other namespace is a lease. Stored data
+//     holds to it too: a journal record, checkpoint or backup entry with a
+//     lease in an MQTT integration namespace refuses Open and Restore.
+//     Code: refuseLease, rules.LiveConfiguration, settingsBackend.commit, Store.Put, recovery.Checker.CheckLease.
+//     Tests: TestLiveConfigurationRefusesTTL, TestContractTTL, TestReplayRejects.
 //
 // # Full disk
 //

@@ -67,6 +67,11 @@ func TestReplayRejects(t *testing.T) {
 		{"revision skip before a later document", []*journal.Record{putRec("user/alice", "a", 1), putRec("user/alice", "b", 3), withDoc(putRec("user/alice", "c", 4), "not json")},
 			quota.Limits{}, 2, "not the namespace revision 1 plus one"},
 		{"first of many documents", manyForbidden(3, 400), quota.Limits{}, 3, "document of user/alice/k0003"},
+		// Live configuration refuses every TTL at admission (refuseLease), so
+		// no write stored a lease there: replay refuses one, before the
+		// document, and a lease elsewhere is no finding.
+		{"lease in MQTT integration state", []*journal.Record{leased(putRec("user/alice", "a", 1)), leased(withDoc(putRec("service/mqtt-north", "bridge", 1), "not json"))}, quota.Limits{}, 2,
+			`entry service/mqtt-north/bridge at journal index 2 carries a lease (expires_ms 60000), but namespace "service/mqtt-north" is MQTT integration state`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +107,12 @@ func TestReplayRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leased is rec with a lease to 60,000 ms.
+func leased(rec *journal.Record) *journal.Record {
+	rec.ExpiresMs = 60000
+	return rec
 }
 
 // withDoc is rec with document doc.

@@ -53,13 +53,20 @@ func roundOrder(sides, k int) []int {
 	return order
 }
 
+// AlternateSerial is [Runner.AlternateSerial] under the default stall
+// ceiling.
+func AlternateSerial(sides []SerialSide, rounds, perRound int) ([]Result, error) {
+	return Runner{}.AlternateSerial(sides, rounds, perRound)
+}
+
 // AlternateSerial runs rounds rounds; in each, every side performs perRound
 // operations one at a time, timed one by one, before the next side starts.
 // It returns one Result per side, in sides' order, pooling the side's
 // samples over all rounds (percentiles over every sample, OpsPerS over the
 // time the side itself ran), with the side's figures of each round in
-// Rounds. The first error stops the run.
-func AlternateSerial(sides []SerialSide, rounds, perRound int) ([]Result, error) {
+// Rounds. The first error, or the first operation to reach the stall
+// ceiling, stops the run; AfterRound, if set, follows every round.
+func (r Runner) AlternateSerial(sides []SerialSide, rounds, perRound int) ([]Result, error) {
 	if len(sides) == 0 || rounds <= 0 || perRound <= 0 {
 		return nil, fmt.Errorf("harness: alternate: %d sides, %d rounds of %d ops: all must be positive", len(sides), rounds, perRound)
 	}
@@ -88,13 +95,20 @@ func AlternateSerial(sides []SerialSide, rounds, perRound int) ([]Result, error)
 				if err != nil {
 					return nil, fmt.Errorf("%s: round %d op %d: %w", sides[i].Name, k, n, err)
 				}
-				round.Record(time.Since(t0))
+				took := time.Since(t0)
+				round.Record(took)
+				if err := r.Check(sides[i].Name, -1, k*perRound+n, took); err != nil {
+					return nil, err
+				}
 			}
 			el := time.Since(start)
 			busy[i] += el
 			all[i].Merge(round)
 			out[i].Rounds = append(out[i].Rounds, RoundStat{P50us: Micros(round.Percentile(50)), MaxUs: Micros(round.Max()),
 				OpsPerS: float64(perRound) / el.Seconds()})
+		}
+		if r.AfterRound != nil {
+			r.AfterRound(k)
 		}
 	}
 	for i := range sides {
@@ -105,13 +119,21 @@ func AlternateSerial(sides []SerialSide, rounds, perRound int) ([]Result, error)
 	return out, nil
 }
 
+// AlternateConcurrent is [Runner.AlternateConcurrent] under the default
+// stall ceiling.
+func AlternateConcurrent(sides []ConcurrentSide, writers, rounds int, burst Budget) ([]Result, error) {
+	return Runner{}.AlternateConcurrent(sides, writers, rounds, burst)
+}
+
 // AlternateConcurrent runs rounds rounds; in each, every side runs a burst
 // of writers concurrent writers under budget burst ([RunBudget]) before the
 // next side starts. It returns one Result per side, in sides' order:
 // latency percentiles over every operation of every burst, OpsPerS as all
 // the side's operations over the summed wall time of its bursts, and each
-// burst's figures in Rounds. The first error stops the run.
-func AlternateConcurrent(sides []ConcurrentSide, writers, rounds int, burst Budget) ([]Result, error) {
+// burst's figures in Rounds. The first error, or the first operation to
+// reach the stall ceiling, stops the run; AfterRound, if set, follows
+// every round.
+func (r Runner) AlternateConcurrent(sides []ConcurrentSide, writers, rounds int, burst Budget) ([]Result, error) {
 	if len(sides) == 0 || rounds <= 0 || writers <= 0 {
 		return nil, fmt.Errorf("harness: alternate: %d sides, %d rounds, %d writers: all must be positive", len(sides), rounds, writers)
 	}
@@ -124,13 +146,16 @@ func AlternateConcurrent(sides []ConcurrentSide, writers, rounds int, burst Budg
 	}
 	for k := range rounds {
 		for _, i := range roundOrder(len(sides), k) {
-			r, lat, err := runBudget(sides[i].Name, writers, burst, sides[i].Op)
+			res, lat, err := r.runBudget(sides[i].Name, writers, burst, sides[i].Op)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: %w", k, err)
 			}
 			all[i].Merge(lat)
-			busy[i] += float64(lat.Len()) / r.OpsPerS
-			out[i].Rounds = append(out[i].Rounds, RoundStat{P50us: r.P50us, MaxUs: r.MaxUs, OpsPerS: r.OpsPerS})
+			busy[i] += float64(lat.Len()) / res.OpsPerS
+			out[i].Rounds = append(out[i].Rounds, RoundStat{P50us: res.P50us, MaxUs: res.MaxUs, OpsPerS: res.OpsPerS})
+		}
+		if r.AfterRound != nil {
+			r.AfterRound(k)
 		}
 	}
 	for i := range sides {

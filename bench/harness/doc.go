@@ -15,6 +15,13 @@
 // divided by the wall time from the gate opening to the last writer finishing.
 // The first operation error stops the run and is returned.
 //
+// A [Runner] runs them under a stall ceiling (the specification's 5 s,
+// [StallCeiling], unless set): the first operation that takes that long
+// stops the run with a *[StallError] naming the workload, the writer and
+// the operation's index, so a stalled store fails the qualification
+// instead of lengthening a tail. Workloads that time operations
+// themselves apply the same rule with [Runner.Check].
+//
 // [AlternateSerial] and [AlternateConcurrent] compare workloads on a disk
 // whose speed drifts: every side runs in short rounds, one after another,
 // the order rotated each round, and each side's samples are pooled over

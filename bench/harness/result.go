@@ -33,6 +33,10 @@ type Result struct {
 	// Rounds holds the figures of each round of an alternating run
 	// ([AlternateSerial], [AlternateConcurrent]), in run order.
 	Rounds []RoundStat `json:"rounds,omitempty"`
+	// Figures holds what a row measures besides latency and throughput,
+	// by name, each name ending in its unit (for example
+	// "idle_cpu_percent", "peak_disk_bytes").
+	Figures map[string]float64 `json:"figures,omitempty"`
 }
 
 // Quantile is one point of a latency distribution: P percent of the

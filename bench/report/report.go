@@ -2,6 +2,7 @@
 // and its figures: the tables of every result, the targets as
 // ratios within the run, the network path (the store over WebSocket
 // against itself in process, the bare socket and etcd over gRPC), the
+// specification's own measured figures beside this run's, the
 // machine and versions that produced them, and two SVG plots (serial
 // latency distributions, throughput against writer count) drawn with
 // gonum/plot.
@@ -22,6 +23,12 @@
 //     is said not measured.
 //     Code: WriteNetworkPath, anyNetworkRow, networkRow, networkRatio.
 //     Tests: TestNetworkPath, TestNetworkPathReadsOnlyItsRows.
+//  4. Each of the specification's measured figures stands beside this
+//     run's figure of the same workload, read from that workload's row
+//     of the run; a figure whose row the run did not measure is said not
+//     measured, never filled from elsewhere.
+//     Code: SpecFigures, WriteSpecFigures, slowest.
+//     Tests: TestSpecFigures, TestSpecFiguresNotMeasured.
 package report
 
 import (
@@ -110,6 +117,9 @@ func writeMarkdown(w io.Writer, run Run, results []harness.Result) error {
 	}
 	fmt.Fprintf(&b, "\n")
 	if err := WriteNetworkPath(&b, results); err != nil {
+		return err
+	}
+	if err := WriteSpecFigures(&b, results); err != nil {
 		return err
 	}
 	fmt.Fprintf(&b, "## Figures\n\n")

@@ -160,7 +160,7 @@ func TestWrite(t *testing.T) {
 	}
 	for _, want := range []string{r.Command, "github.com/tidwall/wal | v1.2.1", "| met |", "(15000 / 19000 ops/s, pooled over the rounds)", r.Machine.Go,
 		FigureDir + "/" + LatencyFigure, FigureDir + "/" + ThroughputFile, "| etcd_cas_concurrent | 127 |",
-		"## The network path", "ws_cas ÷ durable_cas (the whole network path): 1.50×"} {
+		"## The network path", "ws_cas ÷ durable_cas (the whole network path): 1.50×", "## The specification's figures beside ours"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}

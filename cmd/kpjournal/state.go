@@ -148,6 +148,9 @@ func (t *tally) apply(f *journal.Frame) (ok bool, problem error) {
 			problem = t.putMetadata(f)
 		}
 		if problem == nil {
+			problem = t.chk.CheckLease(n.name, k.name, f.ExpiresMs)
+		}
+		if problem == nil {
 			u := quota.Usage{Namespaces: t.live, NamespaceEntries: n.entries, TotalBytes: t.bytes}
 			problem = t.chk.CheckPut(u, n.name, k.live, k.size, int64(len(f.Document)))
 		}

@@ -315,6 +315,11 @@ func TestVerifySemanticProblemsInHandWrittenJournal(t *testing.T) {
 		{"unregistered schema", []*journal.Record{{Kind: journal.KindPut, Namespace: "service/a", Key: "k", Revision: 1, Schema: "keeppeek.other.v1", Owner: "ops", Document: []byte(good)}}, 1, "not a registered schema", false},
 		{"no owner", []*journal.Record{{Kind: journal.KindPut, Namespace: "service/a", Key: "k", Revision: 1, Schema: schema.MediaIntentV1, Document: []byte(good)}}, 1, "without an owner", false},
 		{"invalid document", []*journal.Record{putRec("service/a", "k", 1, `{"role":"publish","password":"x"}`)}, 1, "document of service/a/k at journal index 1", false},
+		{"lease in MQTT integration state", []*journal.Record{putRec("service/a", "k", 1, good), func() *journal.Record {
+			r := putRec("service/mqtt-north", "bridge", 1, good)
+			r.ExpiresMs = 60000
+			return r
+		}()}, 2, `entry service/mqtt-north/bridge carries a lease (expires_ms 60000), but namespace "service/mqtt-north" is MQTT integration state`, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -47,7 +48,7 @@ func (c *Checker) Schemas() *schema.Registry { return c.schemas }
 // schema and the content guard (CheckDocument), as at admission. Load
 // applies the same checks, the document's on other goroutines.
 func (c *Checker) Check(v *materialize.View, index uint64, rec *journal.Record) error {
-	if err := c.checkState(v, rec); err != nil {
+	if err := c.checkState(v, index, rec); err != nil {
 		return err
 	}
 	return c.CheckDocument(index, rec)
@@ -55,9 +56,15 @@ func (c *Checker) Check(v *materialize.View, index uint64, rec *journal.Record) 
 
 // checkState is Check without the document: what a record says of itself
 // and what the state before it allows.
-func (c *Checker) checkState(v *materialize.View, rec *journal.Record) error {
+func (c *Checker) checkState(v *materialize.View, index uint64, rec *journal.Record) error {
 	if err := c.CheckMetadata(rec); err != nil {
 		return err
+	}
+	if rec.Kind == journal.KindPut {
+		if le := leaseRule(rec.Namespace, rec.Key, rec.ExpiresMs); le != nil {
+			le.Index = index
+			return le
+		}
 	}
 	n, old, err := v.Inspect(rec)
 	if err != nil || rec.Kind != journal.KindPut {
@@ -100,6 +107,30 @@ func (c *Checker) CheckKey(key string) error { return rules.Key(key, c.limits.Ma
 // identifiers: a registered schema and an owner.
 func (c *Checker) CheckPutMetadata(schemaName, owner string) error {
 	return rules.PutMetadata(c.schemas.Has, schemaName, owner)
+}
+
+// CheckLease is the rule a TTL meets at admission (the store's
+// refuseLease): an entry of a namespace of live configuration
+// (rules.LiveConfiguration) holds no lease. It returns a *LeaseError
+// naming the entry and the namespace's class, without saying where the
+// entry is stored (the caller knows: Check and the image checks fill that
+// in), or nil.
+func (c *Checker) CheckLease(namespace, key string, expiresMs int64) error {
+	if le := leaseRule(namespace, key, expiresMs); le != nil {
+		return le
+	}
+	return nil
+}
+
+// leaseRule is CheckLease's rule, typed.
+func leaseRule(namespace, key string, expiresMs int64) *LeaseError {
+	if expiresMs == 0 {
+		return nil
+	}
+	if class := rules.LiveConfiguration(namespace); class != "" {
+		return &LeaseError{Namespace: namespace, Key: key, ExpiresMs: expiresMs, Class: class}
+	}
+	return nil
 }
 
 // CheckPut is the bounds rule of a PUT of docBytes at (namespace, key)
@@ -154,6 +185,9 @@ func (c *Checker) CheckView(v *materialize.View) error {
 		if err == nil && e.Owner == "" {
 			err = fmt.Errorf("entry %s/%s has no owner", e.Namespace, e.Key)
 		}
+		if err == nil {
+			err = c.CheckLease(e.Namespace, e.Key, e.ExpiresMs)
+		}
 		return err == nil
 	})
 	return err
@@ -195,7 +229,7 @@ func (c *Checker) LoadImage(f checkpoint.File) (checkpoint.Header, *materialize.
 		err = fmt.Errorf("checkpoint %s: header index %d disagrees with its name", f.Path, hdr.Index)
 	}
 	if err == nil {
-		err = c.CheckView(v)
+		err = inImage(c.CheckView(v), f.Path)
 	}
 	if err != nil {
 		return checkpoint.Header{}, nil, err
@@ -210,10 +244,51 @@ func (c *Checker) LoadImage(f checkpoint.File) (checkpoint.Header, *materialize.
 func (c *Checker) DecodeBackup(r io.Reader) (checkpoint.Header, *materialize.View, error) {
 	hdr, v, err := checkpoint.Decode(r, c.CheckpointLimits())
 	if err == nil {
-		err = c.CheckView(v)
+		err = inImage(c.CheckView(v), backupImage)
 	}
 	if err == nil {
 		err = c.checkDocuments(v, backupImage)
 	}
 	return hdr, v, err
+}
+
+// inImage says, in a *LeaseError among err, which image (a checkpoint's
+// path, or backupImage) holds the entry.
+func inImage(err error, image string) error {
+	var le *LeaseError
+	if errors.As(err, &le) {
+		le.Image = image
+	}
+	return err
+}
+
+// LeaseError is a stored entry carrying a lease (a nonzero ExpiresMs) in a
+// namespace of live configuration, which refuses every TTL at admission
+// (TTL_INVALID): no write could have stored it, and a bridge's
+// configuration that lapsed on replay would silently switch the bridge
+// off. It says where the entry is, like a *DocumentError.
+type LeaseError struct {
+	Namespace, Key string
+	// Index is the journal index of the PUT record; 0 for an entry of an
+	// image, or when the caller reports the index itself (kpjournal verify).
+	Index uint64
+	// Image is the checkpoint image (its path) or "backup" holding the
+	// entry; "" for a journal record.
+	Image     string
+	ExpiresMs int64  // the lease deadline the entry carries
+	Class     string // rules.LiveConfiguration of the namespace
+}
+
+func (e *LeaseError) Error() string {
+	where := ""
+	switch {
+	case e.Image == backupImage:
+		where = " in the backup"
+	case e.Image != "":
+		where = " in checkpoint " + e.Image
+	case e.Index != 0:
+		where = fmt.Sprintf(" at journal index %d", e.Index)
+	}
+	return fmt.Sprintf("entry %s/%s%s carries a lease (expires_ms %d), but namespace %q is %s: live configuration takes no TTL",
+		e.Namespace, e.Key, where, e.ExpiresMs, e.Namespace, e.Class)
 }

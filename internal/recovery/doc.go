@@ -38,4 +38,13 @@
 //     there: unlike damage, it is no reason to fall back to an older image.
 //     Code: Source.loadCheckpoint.
 //     Tests: statestore.TestOpenRefusesForbiddenDocuments, statestore.TestTightenedSchemaRefusesOldEntriesUntilMigrated.
+//  4. No stored entry of live configuration (rules.LiveConfiguration: an
+//     MQTT bridge's namespace) carries a lease, since admission refuses
+//     every TTL there: a journal record, a checkpoint image's or a
+//     backup's entry with one is a *LeaseError naming the entry, the
+//     journal index or image, and the rule, checked with the other
+//     metadata before any document; kpjournal verify reports the same.
+//     Code: Checker.CheckLease, leaseRule, Checker.checkState, Checker.CheckView, inImage.
+//     Tests: TestLeasedLiveConfigurationRefused, statestore.TestReplayRejects,
+//     kpjournal.TestVerifySemanticProblemsInHandWrittenJournal.
 package recovery

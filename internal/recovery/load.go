@@ -181,7 +181,7 @@ func Load(src Source) (*State, error) {
 		if docs.hasFailed() {
 			return errDocumentFailed
 		}
-		if err := src.Checker.checkState(view, rec); err != nil {
+		if err := src.Checker.checkState(view, idx, rec); err != nil {
 			return err
 		}
 		if rec.Kind == journal.KindPut {

@@ -12,12 +12,13 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/schema"
 )
 
 const (
-	nameOpenFullStore   = "open_full_store"
+	nameOpenFullStore   = report.OpenFullStore
 	nameReadFiles       = "read_files"
 	nameReplayJournal   = "replay_journal"
 	nameBackupFullStore = "backup_full_store"
@@ -100,30 +101,68 @@ func runOpenFullStore(env *Env) ([]harness.Result, error) {
 		return nil, err
 	}
 	open, read := harness.NewLatencies(fullStoreRuns), harness.NewLatencies(fullStoreRuns)
-	var size int64
+	var size, valueBytes int64
 	for i := 0; i < fullStoreRuns; i++ {
 		start := time.Now()
 		if size, err = readAll(filepath.Join(dir, statestore.StoreDirName)); err != nil {
 			return nil, err
 		}
-		read.Record(time.Since(start))
+		took := time.Since(start)
+		read.Record(took)
+		if err := env.Run.Check(nameReadFiles, -1, i, took); err != nil {
+			return nil, err
+		}
 		start = time.Now()
 		s, err := statestore.Open(opts)
 		if err != nil {
 			return nil, err
 		}
-		open.Record(time.Since(start))
-		if n, _, _ := s.Usage(); n != fullStoreDocs {
+		took = time.Since(start)
+		open.Record(took)
+		if err := env.Run.Check(nameOpenFullStore, -1, i, took); err != nil {
+			s.Close()
+			return nil, err
+		}
+		n, b, _ := s.Usage()
+		if n != fullStoreDocs {
+			s.Close()
 			return nil, fmt.Errorf("opened store holds %d entries, want %d", n, fullStoreDocs)
 		}
-		s.Close()
+		valueBytes = b
+		if i == fullStoreRuns-1 {
+			err = refusesNext(s)
+		}
+		if cerr := s.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	ro := harness.Result{Name: nameOpenFullStore, Writers: 1, Note: fmt.Sprintf("%d docs from a checkpoint, %d runs", fullStoreDocs, fullStoreRuns)}
+	ro := harness.Result{Name: nameOpenFullStore, Writers: 1, Note: fmt.Sprintf("%d docs (%d value bytes) from a checkpoint, %d runs; the next document was refused at the ceiling", fullStoreDocs, valueBytes, fullStoreRuns),
+		Figures: map[string]float64{report.FigEntries: fullStoreDocs, report.FigValueBytes: float64(valueBytes)}}
 	open.Fill(&ro)
 	rr := harness.Result{Name: nameReadFiles, Writers: 1, Note: fmt.Sprintf("%d bytes of store files", size)}
 	read.Fill(&rr)
 	ro.Note += fmt.Sprintf("; p50 = %.2fx read_files", ro.P50us/rr.P50us)
 	return []harness.Result{ro, rr}, nil
+}
+
+// refusesNext checks the quota workload's last step on the full store s:
+// one more document is refused with QUOTA_EXCEEDED and changes nothing.
+func refusesNext(s *statestore.Store) error {
+	n, b, _ := s.Usage()
+	admin := statestore.Principal{ID: "filler", Admin: true}
+	req := statestore.PutRequest{Namespace: fmt.Sprintf("group/q%03d", fullStoreDocs/1024), Key: fmt.Sprintf("k%05d", fullStoreDocs),
+		Schema: schema.MediaIntentV1, Document: testdoc.MediaIntent(harness.DocBytes, fullStoreDocs)}
+	_, err := s.Put(context.Background(), admin, req)
+	if statestore.CodeOf(err) != statestore.QuotaExceeded {
+		return fmt.Errorf("a document past the value ceiling: %v, want QUOTA_EXCEEDED", err)
+	}
+	if n2, b2, _ := s.Usage(); n2 != n || b2 != b {
+		return fmt.Errorf("the refused document changed the usage from %d entries, %d bytes to %d, %d", n, b, n2, b2)
+	}
+	return nil
 }
 
 // runReplayJournal times replaying the full store's journal with no
@@ -142,6 +181,10 @@ func runReplayJournal(env *Env) ([]harness.Result, error) {
 			return nil, err
 		}
 		lat.Record(time.Since(start))
+		if err := env.Run.Check(nameReplayJournal, -1, i, time.Since(start)); err != nil {
+			s.Close()
+			return nil, err
+		}
 		replayed = s.OpenReport().Replayed
 		s.Close()
 	}
@@ -201,6 +244,11 @@ func runBackupFullStore(env *Env) ([]harness.Result, error) {
 		size = st.Size()
 		f.Close()
 		lat.Record(time.Since(start))
+		if err := env.Run.Check(nameBackupFullStore, -1, i, time.Since(start)); err != nil {
+			stop.Store(true)
+			wg.Wait()
+			return nil, err
+		}
 	}
 	stop.Store(true)
 	wg.Wait()

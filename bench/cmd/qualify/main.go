@@ -19,6 +19,8 @@
 //	--writers LIST       writer counts of concurrent workloads (default 1,8,64,127)
 //	--duration D         wall time of each concurrent run (default 2s)
 //	--ops-per-writer N   if > 0, bound concurrent runs by ops per writer instead of --duration
+//	--stall-ceiling D    any single operation taking D fails the run, naming the
+//	                     workload and the operation (default 5s, the specification's)
 //	--payload N          bytes per durable write (default 2273 = 2193-byte document + 80 frame)
 //	--only LIST          run only these workloads, by name
 //	--list               print the workload names and exit
@@ -68,6 +70,10 @@ type Env struct {
 	Payload int
 	// Verbose enables Logf output on stderr.
 	Verbose bool
+	// Run times the workloads' operations under the stall ceiling: a
+	// workload runs its measurements through it, or checks the operations
+	// it times itself with Run.Check.
+	Run harness.Runner
 }
 
 // Scratch returns a fresh, empty directory under Root for one workload run.
@@ -102,6 +108,9 @@ func run(args []string) error {
 	list := fs.Bool("list", false, "print the workload names and exit")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/bench/results/ (SVG figures, results.json) for this run")
+	stall := fs.Duration("stall-ceiling", harness.StallCeiling, "fail the run on any single operation taking `D` or longer")
+	serialChild := fs.Bool(serialChildFlag, false, "run only the serial process workload and write its figures as JSON to stdout (qualify runs itself so)")
+	_ = fs.MarkHidden(serialChildFlag)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
@@ -133,6 +142,11 @@ func run(args []string) error {
 		return fmt.Errorf("--writers must name at least one count")
 	case *opsPerWriter <= 0 && *duration <= 0:
 		return fmt.Errorf("--duration must be positive (or set --ops-per-writer)")
+	case *stall <= 0:
+		return fmt.Errorf("--stall-ceiling must be positive")
+	}
+	if *serialChild {
+		return runSerialChild(os.Stdout, *dir, *ops, harness.Runner{Ceiling: *stall})
 	}
 	for _, w := range *writers {
 		if w <= 0 {
@@ -173,6 +187,7 @@ func run(args []string) error {
 		Budget:  harness.Budget{OpsPerWriter: *opsPerWriter, Duration: *duration},
 		Payload: *payload,
 		Verbose: *verbose,
+		Run:     harness.Runner{Ceiling: *stall},
 	}
 	fmt.Printf("scratch %s, ops %d, writers %v, budget %v, payload %dB\n",
 		root, env.Ops, env.Writers, env.Budget, env.Payload)

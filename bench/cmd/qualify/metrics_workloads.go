@@ -91,7 +91,7 @@ func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
 		wg.Wait()
 	}()
 
-	out, err := harness.AlternateSerial(sides, casRounds(env), casKeys)
+	out, err := env.Run.AlternateSerial(sides, casRounds(env), casKeys)
 	scraping.Store(false)
 	if err != nil {
 		return nil, err

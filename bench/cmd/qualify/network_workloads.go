@@ -162,7 +162,7 @@ func runWSCAS(env *Env) ([]harness.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := harness.Serial(nameWSCAS, env.Ops, c.op)
+	r, err := env.Run.Serial(nameWSCAS, env.Ops, c.op)
 	if err = errors.Join(err, c.close()); err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func runWSCASConcurrent(env *Env) ([]harness.Result, error) {
 			return out, errors.Join(err, s.Close())
 		}
 		writers := w
-		r, err := harness.RunBudget(nameWSCASConcurrent, writers, env.Budget, func(wr, i int) error { return c.put(ownerOf(wr, i, writers)) })
+		r, err := env.Run.RunBudget(nameWSCASConcurrent, writers, env.Budget, func(wr, i int) error { return c.put(ownerOf(wr, i, writers)) })
 		if err = errors.Join(err, c.close(), s.Close()); err != nil {
 			return out, err
 		}
@@ -257,7 +257,7 @@ func runTCPCASFloor(env *Env) ([]harness.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := harness.Serial(nameTCPCASFloor, env.Ops, c.op)
+	r, err := env.Run.Serial(nameTCPCASFloor, env.Ops, c.op)
 	if err = errors.Join(err, c.close()); err != nil {
 		return nil, err
 	}
@@ -339,7 +339,7 @@ func runNetworkSerial(env *Env) (out []harness.Result, err error) {
 		}
 		side(p.name, func(i int) error { return db.CAS(i % casKeys) })
 	}
-	return harness.AlternateSerial(sides, casRounds(env), casKeys)
+	return env.Run.AlternateSerial(sides, casRounds(env), casKeys)
 }
 
 // runNetworkConcurrent alternates bursts of 127 writers of the in-process
@@ -384,5 +384,5 @@ func runNetworkConcurrent(env *Env) (out []harness.Result, err error) {
 		}
 		side(p.name, func(wr, i int) error { return db.CAS(ownerOf(wr, i, writers)) })
 	}
-	return harness.AlternateConcurrent(sides, writers, targetBursts, burstOf(env))
+	return env.Run.AlternateConcurrent(sides, writers, targetBursts, burstOf(env))
 }

@@ -42,7 +42,7 @@ func serialPeer(name string, open openPeer, note string) func(env *Env) ([]harne
 		if err != nil {
 			return nil, err
 		}
-		r, err := harness.Serial(name, env.Ops, func(i int) error { return db.CAS(i % casKeys) })
+		r, err := env.Run.Serial(name, env.Ops, func(i int) error { return db.CAS(i % casKeys) })
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}
@@ -80,7 +80,7 @@ func concurrentPeerFor(name string, openFor func(writers int) openPeer, note str
 				return out, err
 			}
 			writers := w
-			r, err := harness.RunBudget(name, writers, env.Budget, func(wr, i int) error {
+			r, err := env.Run.RunBudget(name, writers, env.Budget, func(wr, i int) error {
 				owned := (casKeys - wr + writers - 1) / writers
 				return db.CAS(wr + (i%owned)*writers)
 			})

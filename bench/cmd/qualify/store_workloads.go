@@ -89,7 +89,7 @@ func runSerialCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness.Res
 	}
 	defer s.Close()
 	owners := newOwners(casKeys)
-	r, err := harness.Serial(name, env.Ops, func(i int) error { return owners[i%casKeys].cas(s) })
+	r, err := env.Run.Serial(name, env.Ops, func(i int) error { return owners[i%casKeys].cas(s) })
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func runConcurrentCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness
 		}
 		owners := newOwners(casKeys)
 		writers := w
-		r, err := harness.RunBudget(name, writers, env.Budget, func(wr, i int) error {
+		r, err := env.Run.RunBudget(name, writers, env.Budget, func(wr, i int) error {
 			owned := (casKeys - wr + writers - 1) / writers
 			return owners[wr+(i%owned)*writers].cas(s)
 		})
@@ -186,7 +186,7 @@ func runValidateMediaIntent(env *Env) ([]harness.Result, error) {
 	for i := range docs {
 		docs[i] = testdoc.MediaIntent(harness.DocBytes, i)
 	}
-	r, err := harness.Serial(nameValidateMediaIntent, env.Ops, func(i int) error {
+	r, err := env.Run.Serial(nameValidateMediaIntent, env.Ops, func(i int) error {
 		return reg.Validate(schema.MediaIntentV1, docs[i%casKeys])
 	})
 	if err != nil {

@@ -108,7 +108,7 @@ func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 		{Name: report.Alternating(nameWireCAS), Op: wire.op},
 		{Name: report.Alternating(namePipeCASFloor), Op: floor.op},
 	}
-	return harness.AlternateSerial(sides, casRounds(env), casKeys)
+	return env.Run.AlternateSerial(sides, casRounds(env), casKeys)
 }
 
 // casRounds is the number of rounds of one compare-and-set per owner that
@@ -160,7 +160,7 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 		}
 		sides = append(sides, harness.ConcurrentSide{Name: report.Alternating(p.name), Op: func(wr, i int) error { return db.CAS(wr + (i%owned(wr))*writers) }})
 	}
-	return harness.AlternateConcurrent(sides, writers, targetBursts, burstOf(env))
+	return env.Run.AlternateConcurrent(sides, writers, targetBursts, burstOf(env))
 }
 
 // burstOf is one burst of an alternating concurrent workload: the

@@ -8,14 +8,15 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
 )
 
 const (
-	nameWatchFanout      = "watch_fanout"
-	nameOneEntrySnapshot = "one_entry_snapshot"
+	nameWatchFanout      = report.WatchFanout
+	nameOneEntrySnapshot = report.OneEntrySnapshot
 )
 
 // countingSink is a successful enqueue callback: it counts updates and
@@ -86,7 +87,7 @@ func runWatchFanout(env *Env) ([]harness.Result, error) {
 			return fmt.Errorf("%s: %d updates delivered, %d watches closed with BUFFER_OVERFLOW", what, updates.Load(), closed.Load())
 		}
 	}
-	lat, err := fanoutRounds(put, wait, &target, &updates)
+	lat, err := fanoutRounds(env.Run, nameWatchFanout, put, wait, &target, &updates)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func runWatchFanout(env *Env) ([]harness.Result, error) {
 // number of watches and three more writes must close each one with
 // BUFFER_OVERFLOW (32 held, the 33rd closes). updates counts delivered
 // updates.
-func fanoutRounds(put func() error, wait func(what string) error, target, updates *atomic.Int64) (*harness.Latencies, error) {
+func fanoutRounds(run harness.Runner, name string, put func() error, wait func(what string) error, target, updates *atomic.Int64) (*harness.Latencies, error) {
 	lat := harness.NewLatencies(fanoutRoundCount)
 	for r := 1; r <= fanoutRoundCount; r++ {
 		target.Store(int64(r * fanoutWatches))
@@ -114,7 +115,11 @@ func fanoutRounds(put func() error, wait func(what string) error, target, update
 		if err := wait(fmt.Sprintf("round %d", r)); err != nil {
 			return nil, err
 		}
-		lat.Record(time.Since(start))
+		took := time.Since(start)
+		lat.Record(took)
+		if err := run.Check(name, -1, r-1, took); err != nil {
+			return nil, err
+		}
 	}
 	target.Store(fanoutWatches)
 	for i := 0; i < 3; i++ {
@@ -159,8 +164,12 @@ func runOneEntrySnapshot(env *Env) ([]harness.Result, error) {
 	for i := 0; i < env.Ops; i++ {
 		start := time.Now()
 		res, err := s.Watch(ctx, sess, statestore.WatchRequest{WatchID: "w", Namespace: "user/owner-001", KeyPrefix: "intents/"})
-		lat.Record(time.Since(start))
+		took := time.Since(start)
+		lat.Record(took)
 		if err != nil {
+			return nil, err
+		}
+		if err := env.Run.Check(nameOneEntrySnapshot, -1, i, took); err != nil {
 			return nil, err
 		}
 		if len(res.Entries) != 1 {

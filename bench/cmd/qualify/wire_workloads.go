@@ -109,7 +109,7 @@ func runWireCAS(env *Env) ([]harness.Result, error) {
 	}
 	defer s.Close()
 	c := newWireCAS(dispatch.New(s, dispatch.Options{}))
-	r, err := harness.Serial(nameWireCAS, env.Ops, c.op)
+	r, err := env.Run.Serial(nameWireCAS, env.Ops, c.op)
 	if cerr := c.close(); err == nil {
 		err = cerr
 	}
@@ -195,7 +195,7 @@ func runWireFanout(env *Env) ([]harness.Result, error) {
 			return fmt.Errorf("%s: %d updates and %d closures decoded", what, updates.Load(), closed.Load())
 		}
 	}
-	lat, err := fanoutRounds(put, wait, &target, &updates)
+	lat, err := fanoutRounds(env.Run, nameWireFanout, put, wait, &target, &updates)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/keeppeek/statestore/bench/boltpeer"
 	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
 	"github.com/keeppeek/statestore/bench/walpeer"
 )
@@ -28,6 +29,9 @@ var workloads = []workload{
 	{name: harness.NameRawFallocate, run: serialRaw(harness.RawFallocateFdatasync)},
 	{name: nameDurableCASAppend, run: runDurableCASAppend},
 	{name: nameMemoryCAS, run: runMemoryCAS},
+	// The specification's process figures, in a process of their own
+	// (process_workloads.go).
+	{name: report.SerialProcess, run: runSerialProcess},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
 	{name: nameWireFanout, run: runWireFanout},
@@ -36,6 +40,7 @@ var workloads = []workload{
 	{name: nameOpenFullStore, run: runOpenFullStore},
 	{name: nameReplayJournal, run: runReplayJournal},
 	{name: nameBackupFullStore, run: runBackupFullStore},
+	{name: report.ContinuousChurn, run: runContinuousChurn},
 	{name: nameDurableCASConcurrent, run: runDurableCASConcurrent},
 	{name: nameDurableCASConcurrentAppend, run: runDurableCASConcurrentAppend},
 	{name: nameMemoryCASConcurrent, run: runMemoryCASConcurrent},

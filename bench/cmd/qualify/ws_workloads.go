@@ -34,12 +34,18 @@ func runWSFanout(env *Env) ([]harness.Result, error) {
 		return nil, err
 	}
 	delivery := harness.NewLatencies(len(res.Delivery))
-	for _, d := range res.Delivery {
+	for i, d := range res.Delivery {
 		delivery.Record(d)
+		if err := env.Run.Check(nameWSFanout+" delivery", -1, i, d); err != nil {
+			return nil, err
+		}
 	}
 	put := harness.NewLatencies(len(res.Put))
-	for _, d := range res.Put {
+	for i, d := range res.Put {
 		put.Record(d)
+		if err := env.Run.Check(nameWSFanout+" put", -1, i, d); err != nil {
+			return nil, err
+		}
 	}
 	r := harness.Result{Name: nameWSFanout, Writers: 16, OpsPerS: float64(res.Puts) / res.Elapsed.Seconds(),
 		Note: fmt.Sprintf("sessions=%d puts=%d updates=%d (%.0f/s) each verified once in order; latency put-send->update-decode per watch; put answer p50=%.0fus p95=%.0fus max=%.0fus",
