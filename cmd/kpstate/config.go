@@ -37,6 +37,7 @@ type config struct {
 	LogFormat      string            `toml:"log_format"`
 	LogLevel       string            `toml:"log_level"`
 	TLS            tlsConfig         `toml:"tls"`
+	Server         serverSection     `toml:"server"`
 	Limits         limitsConfig      `toml:"limits"`
 	Principals     []principalConfig `toml:"principal"`
 
@@ -49,6 +50,28 @@ type tlsConfig struct {
 	CertFile string `toml:"cert_file"`
 	KeyFile  string `toml:"key_file"`
 }
+
+// serverSection is [server]: what one client may hold of the server. 0
+// or absent is the default.
+type serverSection struct {
+	// MaxConnections caps the connections held at once, plain HTTP and
+	// WebSocket, API and metrics listeners together (default, and upper
+	// bound: what RLIMIT_NOFILE leaves once descriptorReserve is kept for
+	// the store's files).
+	MaxConnections int `toml:"max_connections"`
+	// MaxSessionsPerPrincipal caps one principal's WebSocket sessions
+	// (default wstransport.DefaultMaxSessionsPerPrincipal).
+	MaxSessionsPerPrincipal int `toml:"max_sessions_per_principal"`
+	// IdleTimeout ends a connection that has not upgraded and sends no
+	// request for that long, and bounds the reading of a request's
+	// headers (default defaultIdleTimeout).
+	IdleTimeout duration `toml:"idle_timeout"`
+}
+
+// defaultIdleTimeout is [server] idle_timeout's default: a browser keeps
+// an idle HTTP connection for about as long, and a connection that
+// sends nothing holds a descriptor for no longer.
+const defaultIdleTimeout = 30 * time.Second
 
 // limitsConfig is [limits]: quota.Limits in snake_case, 0 or absent for
 // the default. TestEveryLimitHasAKey holds it to quota.Limits.
@@ -179,6 +202,14 @@ func (c *config) check() error {
 			return bad(fmt.Sprintf("allowed_origins[%d]", i), "%q is not a host pattern (path.Match syntax, e.g. \"app.example.com\" or \"*.example.com\")", p)
 		}
 	}
+	switch {
+	case c.Server.MaxConnections < 0:
+		return bad("server.max_connections", "%d is negative", c.Server.MaxConnections)
+	case c.Server.MaxSessionsPerPrincipal < 0:
+		return bad("server.max_sessions_per_principal", "%d is negative", c.Server.MaxSessionsPerPrincipal)
+	case c.Server.IdleTimeout < 0:
+		return bad("server.idle_timeout", "%v is negative", time.Duration(c.Server.IdleTimeout))
+	}
 	switch c.LogFormat {
 	case "", "text", "json":
 	default:
@@ -256,6 +287,14 @@ func checkHostPort(addr string) error {
 		return fmt.Errorf("%q: the port is not a number from 0 to 65535", addr)
 	}
 	return nil
+}
+
+// idleTimeout is [server] idle_timeout, its default applied.
+func (c *config) idleTimeout() time.Duration {
+	if c.Server.IdleTimeout == 0 {
+		return defaultIdleTimeout
+	}
+	return time.Duration(c.Server.IdleTimeout)
 }
 
 // limits is [limits] as the store takes it; Open validates it.

@@ -66,4 +66,15 @@
 //     Code: Handler.EndSessions, Handler.Reauthenticate, Handler.recheck, msgConn.Recv, msgConn.Close, dispatch.ErrEnded.
 //     Tests: TestEndSessionsEndsOnlyThatPrincipal, TestAHandshakeInFlightDuringAReloadAuthenticatesAgain,
 //     dispatch.TestEndedSessionSendsWhatWasQueued.
+//  7. No connection is held for free. A ConnBudget caps the connections of
+//     the listeners it wraps, plain and upgraded alike, counted from Accept
+//     to Close; one over the cap is answered 503 naming the bound (closed
+//     under TLS) and never reaches the HTTP server. The cap a server takes
+//     from ConnectionsForDescriptors leaves a reserve of descriptors free
+//     whatever the clients do, so a flood cannot make the store's files fail
+//     to open. A principal holding Options.MaxSessionsPerPrincipal sessions
+//     is refused 429 naming the bound before the upgrade.
+//     Code: ConnBudget.Listen, budgetListener.Accept, budgetConn.Close, ConnectionsForDescriptors, Handler.begin.
+//     Tests: TestConnBudgetRefusesOverTheCap, TestConnectionsForDescriptorsKeepsTheReserve,
+//     TestSessionsPerPrincipalAnswered429, TestSessionLimitBodyNamesTheBound.
 package wstransport
