@@ -30,8 +30,9 @@ is given. If the store cannot be opened (another process holds its LOCK, its jou
 the page still loads, says why, and every request is answered UNAVAILABLE. Connections are budgeted:
 at most --max-connections at once (default, and upper bound, what RLIMIT_NOFILE leaves after 64
 descriptors kept for the store's files; one more is answered 503 naming the bound), at most 256
-sessions of the principal (429), and a connection that has not upgraded and sends nothing for
---idle-timeout is closed. Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
+sessions of the principal (429), a connection that has not upgraded and sends nothing for
+--idle-timeout is closed, a session with no frame, request, queued answer or watch ends after 5
+minutes, and a message begun must arrive whole within 10 s. Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
 and the store is closed.`
 
 // servePrincipal is the administrator a development token authenticates as.

@@ -66,6 +66,10 @@ type serverSection struct {
 	// request for that long, and bounds the reading of a request's
 	// headers (default defaultIdleTimeout).
 	IdleTimeout duration `toml:"idle_timeout"`
+	// SessionIdleTimeout ends a WebSocket session with no frame, no
+	// request, nothing queued and no watch for that long (default
+	// dispatch.DefaultIdleTimeout).
+	SessionIdleTimeout duration `toml:"session_idle_timeout"`
 }
 
 // defaultIdleTimeout is [server] idle_timeout's default: a browser keeps
@@ -209,6 +213,8 @@ func (c *config) check() error {
 		return bad("server.max_sessions_per_principal", "%d is negative", c.Server.MaxSessionsPerPrincipal)
 	case c.Server.IdleTimeout < 0:
 		return bad("server.idle_timeout", "%v is negative", time.Duration(c.Server.IdleTimeout))
+	case c.Server.SessionIdleTimeout < 0:
+		return bad("server.session_idle_timeout", "%v is negative", time.Duration(c.Server.SessionIdleTimeout))
 	}
 	switch c.LogFormat {
 	case "", "text", "json":

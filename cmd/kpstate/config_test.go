@@ -86,7 +86,8 @@ func TestConfigLoadsEveryKey(t *testing.T) {
 		c.LogFormat != "json" || c.level.String() != "DEBUG" || c.TLS.CertFile != "/etc/kpstate/cert.pem" || c.TLS.KeyFile != filepath.Join(dir, "key.pem") {
 		t.Errorf("loaded %+v", c)
 	}
-	if c.Server != (serverSection{MaxConnections: 500, MaxSessionsPerPrincipal: 40, IdleTimeout: duration(45 * time.Second)}) || c.idleTimeout() != 45*time.Second {
+	if c.Server != (serverSection{MaxConnections: 500, MaxSessionsPerPrincipal: 40, IdleTimeout: duration(45 * time.Second),
+		SessionIdleTimeout: duration(10 * time.Minute)}) || c.idleTimeout() != 45*time.Second {
 		t.Errorf("[server] loaded as %+v", c.Server)
 	}
 	if (&config{}).idleTimeout() != defaultIdleTimeout {

@@ -21,6 +21,7 @@ import (
 	"github.com/keeppeek/statestore/internal/cliflag"
 	"github.com/keeppeek/statestore/ops/inspector"
 	"github.com/keeppeek/statestore/ops/promstats"
+	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -43,7 +44,8 @@ listeners together; default and upper bound what RLIMIT_NOFILE leaves after 64 d
 store's files, so a flood of connections never fails a commit; one over is answered 503 naming the
 bound, or closed under TLS), max_sessions_per_principal (default 256; one more is answered 429),
 idle_timeout (a connection that has not upgraded and sends nothing for that long is closed; default
-30s); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
+30s), session_idle_timeout (a WebSocket session with no frame, request, queued answer or watch for that
+long ends, closed 1001; default 5m); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
 them). Relative paths are relative to the file's directory; an unknown key is an error naming it and its
 line. A listen or metrics_listen address that is not loopback needs [tls], or --insecure when a proxy
 in front terminates TLS. On start one line on stdout gives the WebSocket URL, the store's state and the
@@ -176,6 +178,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		return nil, err
 	}
 	s.ins, err = inspector.New(inspector.Config{Store: s.store, Cause: s.cause, Auth: table, NoPage: !cfg.Inspector, Version: s.version,
+		Dispatch: dispatch.Options{IdleTimeout: time.Duration(cfg.Server.SessionIdleTimeout)},
 		Transport: wstransport.Options{OriginPatterns: cfg.AllowedOrigins, MaxSessionsPerPrincipal: cfg.Server.MaxSessionsPerPrincipal,
 			Started: func(p statestore.Principal) { log.Info("session started", "principal", p.ID, "admin", p.Admin) },
 			Ended: func(p statestore.Principal, err error) {

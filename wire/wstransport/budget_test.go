@@ -2,6 +2,7 @@ package wstransport_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -201,5 +205,82 @@ func TestSessionLimitBodyNamesTheBound(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), wstransport.BoundSessionsPerPrincipal) ||
 		!strings.Contains(string(body), `"coordinator"`) || !strings.Contains(string(body), " 1 ") {
 		t.Fatalf("HTTP %d %q, want 429 naming the principal, %q and 1", resp.StatusCode, body, wstransport.BoundSessionsPerPrincipal)
+	}
+}
+
+// rawUpgrade opens a TCP connection to the env's server and makes the
+// WebSocket handshake by hand, so a test can then send bytes no client
+// library would.
+func rawUpgrade(t *testing.T, e *env) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(hangGuard))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer "+token+"\r\n\r\n")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	return c, r
+}
+
+// TestAMessageThatStopsMidwayEndsTheSession: a frame header announcing
+// 2^62 bytes, then nothing: the session ends once Options.MessageTimeout
+// has passed since the header, with a MessageTimeoutError, and the
+// connection is closed.
+func TestAMessageThatStopsMidwayEndsTheSession(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	e := newEnv(t, envOptions{transport: wstransport.Options{MessageTimeout: timeout}})
+	c, r := rawUpgrade(t, e)
+	// FIN, binary; masked, 64-bit length 2^62; the mask key; no payload.
+	header := []byte{0x82, 0x80 | 127, 0x40, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}
+	if _, err := c.Write(header); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	err := e.waitEnded()
+	var mt *wstransport.MessageTimeoutError
+	if !errors.As(err, &mt) || mt.Timeout != timeout {
+		t.Fatalf("the session ended with %v, want a MessageTimeoutError naming %v", err, timeout)
+	}
+	if d := time.Since(sent); d < timeout {
+		t.Errorf("ended %v after the header, before the %v bound", d, timeout)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil && !isClosed(err) {
+		t.Errorf("the connection was not closed: %v", err)
+	}
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset")
+}
+
+// TestIdleSessionIsClosedGoingAway: over WebSocket, a session the
+// dispatcher ends idle is closed 1001 with the reason, and Ended gets the
+// IdleError.
+func TestIdleSessionIsClosedGoingAway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dispatch: dispatch.Options{IdleTimeout: 100 * time.Millisecond}})
+	// The library's own client: wstransport.ClientConn reports a 1001 as
+	// io.EOF.
+	c, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: bearer(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	rctx, cancel := context.WithTimeout(ctx, hangGuard)
+	defer cancel()
+	_, _, err = c.Read(rctx)
+	if websocket.CloseStatus(err) != websocket.StatusGoingAway || !strings.Contains(err.Error(), "idle for 100ms") {
+		t.Fatalf("the idle session's end: %v, want close 1001 \"idle for 100ms\"", err)
+	}
+	if err := e.waitEnded(); !errors.Is(err, dispatch.ErrIdle) {
+		t.Fatalf("Ended got %v, want dispatch.ErrIdle", err)
 	}
 }

@@ -33,9 +33,13 @@
 //     Tests: TestRefusedBeforeTheUpgrade, TestEndSessionsEndsOnlyThatPrincipal.
 //  3. A client message over Options.MaxMessageBytes is never read whole:
 //     the connection is closed with status 1009 (message too big) naming
-//     the bound, and the session ends.
-//     Code: Handler.ServeHTTP, msgConn.Recv.
-//     Tests: TestOversizedMessageClosesTheConnectionWith1009.
+//     the bound, and the session ends. A message whose first frame header
+//     came must arrive whole within Options.MessageTimeout, or the
+//     connection is closed and the session ends with a
+//     MessageTimeoutError: a header announcing 2^62 bytes and then
+//     silence holds nothing.
+//     Code: Handler.ServeHTTP, msgConn.Recv, msgConn.read.
+//     Tests: TestOversizedMessageClosesTheConnectionWith1009, TestAMessageThatStopsMidwayEndsTheSession.
 //  4. Memory per connection is bounded against a slow or stalled peer.
 //     The dispatcher's outbound queue is bounded (dispatch.Options.MaxQueued)
 //     and each write has Options.WriteTimeout: a peer that stops reading is

@@ -47,6 +47,11 @@ type Options struct {
 	// WriteTimeout bounds one server message's write (default 10 s); a
 	// peer that does not take it in time is disconnected.
 	WriteTimeout time.Duration
+	// MessageTimeout bounds the arrival of a client message once its
+	// first frame header has come (default DefaultMessageTimeout): a peer
+	// that announces a message (up to 2^63 bytes, says the header) and
+	// stops sending is disconnected.
+	MessageTimeout time.Duration
 	// MaxSessionsPerPrincipal bounds the sessions one principal is served
 	// at once (default DefaultMaxSessionsPerPrincipal): one more is refused
 	// 429 naming the bound, before the upgrade, so one principal's
@@ -66,6 +71,10 @@ type Options struct {
 // 65,536-byte snapshot on a slow mobile link, short enough that a stalled
 // peer does not hold its session for long.
 const DefaultWriteTimeout = 10 * time.Second
+
+// DefaultMessageTimeout is Options.MessageTimeout's default: the write
+// timeout's, for the same slow link the other way.
+const DefaultMessageTimeout = DefaultWriteTimeout
 
 // DefaultMaxSessionsPerPrincipal is Options.MaxSessionsPerPrincipal's
 // default: room for a fleet of a principal's workers (the 127 sessions of
@@ -94,6 +103,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, &OptionError{"MaxMessageBytes", fmt.Sprintf("%d is negative", o.MaxMessageBytes)}
 	case o.WriteTimeout < 0:
 		return o, &OptionError{"WriteTimeout", fmt.Sprintf("%v is negative", o.WriteTimeout)}
+	case o.MessageTimeout < 0:
+		return o, &OptionError{"MessageTimeout", fmt.Sprintf("%v is negative", o.MessageTimeout)}
 	case o.MaxSessionsPerPrincipal < 0:
 		return o, &OptionError{"MaxSessionsPerPrincipal", fmt.Sprintf("%d is negative", o.MaxSessionsPerPrincipal)}
 	}
@@ -107,6 +118,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MessageTimeout == 0 {
+		o.MessageTimeout = DefaultMessageTimeout
 	}
 	if o.MaxSessionsPerPrincipal == 0 {
 		o.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
@@ -335,7 +349,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the response
 	}
 	c.SetReadLimit(h.opts.MaxMessageBytes)
-	conn := newConn(h.base, ctx, c, h.opts.WriteTimeout, h.opts.MaxMessageBytes)
+	conn := newConn(h.base, ctx, c, h.opts.WriteTimeout, h.opts.MessageTimeout, h.opts.MaxMessageBytes)
 	// Serve opens the store session before the first Recv: a principal
 	// confirmed there is the one the store session runs as.
 	conn.beforeFirst = func() error { return h.recheck(r, p, epoch) }
