@@ -92,6 +92,7 @@ type limitsConfig struct {
 	AckDeadline            duration `toml:"ack_deadline"`
 	MaxWatches             int      `toml:"max_watches"`
 	MaxWatchesPerSession   int      `toml:"max_watches_per_session"`
+	MaxWatchesPerPrincipal int      `toml:"max_watches_per_principal"`
 	MinTTL                 duration `toml:"min_ttl"`
 	MaxTTL                 duration `toml:"max_ttl"`
 }
@@ -310,7 +311,7 @@ func (c *config) limits() quota.Limits {
 		MaxTotalBytes: l.MaxTotalBytes, MaxDocumentBytes: l.MaxDocumentBytes, MaxNamespaceBytes: l.MaxNamespaceBytes,
 		MaxKeyBytes: l.MaxKeyBytes, MaxSnapshotEntries: l.MaxSnapshotEntries, MaxSnapshotBytes: l.MaxSnapshotBytes,
 		MaxUnackedUpdates: l.MaxUnackedUpdates, AckDeadline: time.Duration(l.AckDeadline), MaxWatches: l.MaxWatches,
-		MaxWatchesPerSession: l.MaxWatchesPerSession, MinTTL: time.Duration(l.MinTTL), MaxTTL: time.Duration(l.MaxTTL)}
+		MaxWatchesPerSession: l.MaxWatchesPerSession, MaxWatchesPerPrincipal: l.MaxWatchesPerPrincipal, MinTTL: time.Duration(l.MinTTL), MaxTTL: time.Duration(l.MaxTTL)}
 }
 
 // tokenPrincipals is the principal table's content.

@@ -95,7 +95,7 @@ func TestConfigLoadsEveryKey(t *testing.T) {
 	}
 	want := quota.Limits{MaxNamespaces: 10, MaxEntriesPerNamespace: 11, MaxTotalBytes: 12, MaxDocumentBytes: 13, MaxNamespaceBytes: 14,
 		MaxKeyBytes: 15, MaxSnapshotEntries: 16, MaxSnapshotBytes: 17, MaxUnackedUpdates: 18, AckDeadline: 19 * time.Second, MaxWatches: 20,
-		MaxWatchesPerSession: 21, MinTTL: 2 * time.Second, MaxTTL: 90 * time.Minute}
+		MaxWatchesPerSession: 21, MaxWatchesPerPrincipal: 22, MinTTL: 2 * time.Second, MaxTTL: 90 * time.Minute}
 	if got := c.limits(); got != want {
 		t.Errorf("limits %+v, want %+v", got, want)
 	}

@@ -38,7 +38,8 @@ config_toml (the media server's config.toml, for settings-backed namespaces), lo
 "json"), log_level (debug, info, warn, error); [tls] cert_file and key_file; [limits] with the store's
 bounds in snake_case (max_namespaces, max_entries_per_namespace, max_total_bytes, max_document_bytes,
 max_namespace_bytes, max_key_bytes, max_snapshot_entries, max_snapshot_bytes, max_unacked_updates,
-ack_deadline, max_watches, max_watches_per_session, min_ttl, max_ttl; durations as "30s"; 0 or absent
+ack_deadline, max_watches, max_watches_per_session, max_watches_per_principal (default a quarter of
+max_watches), min_ttl, max_ttl; durations as "30s"; 0 or absent
 for the default); [server] with what clients may hold: max_connections (plain HTTP and WebSocket, both
 listeners together; default and upper bound what RLIMIT_NOFILE leaves after 64 descriptors kept for the
 store's files, so a flood of connections never fails a commit; one over is answered 503 naming the
