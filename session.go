@@ -34,6 +34,10 @@ func (ss *Session) Principal() Principal {
 	return ss.p
 }
 
+// Watches returns the number of the session's open watches: a session
+// server uses it to tell an idle session from one that only listens.
+func (ss *Session) Watches() int { return ss.reg.Len() }
+
 // Close ends the session (a disconnect): its watches are removed and
 // nothing more is delivered to its sink. On a closed store it only forgets
 // the session (Close already ended its watches); it never touches a file.

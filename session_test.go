@@ -367,7 +367,7 @@ func TestWatchBounds(t *testing.T) {
 
 func TestWatchStoreLimit(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxWatches = 3 })
+	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxWatches, o.Limits.MaxWatchesPerPrincipal = 3, 3 })
 	for i := 0; i < 3; i++ {
 		ss, _ := f.session(admin)
 		f.watch(ss, "w", "group/g", "")
@@ -375,6 +375,37 @@ func TestWatchStoreLimit(t *testing.T) {
 	ss, _ := f.session(admin)
 	_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: "group/g"})
 	wantCode(t, err, statestore.WatchLimit, watch.BoundWatches)
+}
+
+// TestWatchPerPrincipalQuota: one principal's sessions together hold at
+// most MaxWatchesPerPrincipal watches (default a quarter of MaxWatches):
+// the next is WATCH_LIMIT naming "watches per principal", an
+// administrator still gets a watch, and a closed watch gives its place
+// back.
+func TestWatchPerPrincipalQuota(t *testing.T) {
+	t.Parallel()
+	// 16 watches, so the default quota is 4; one per session, so the
+	// per-session bound is never the one hit.
+	f := newFixture(t, func(o *statestore.Options) { o.Limits.MaxWatches = 16 })
+	if q := f.s.Limits().MaxWatchesPerPrincipal; q != 4 {
+		t.Fatalf("default MaxWatchesPerPrincipal %d with MaxWatches 16, want 4", q)
+	}
+	var held []*statestore.Session
+	for i := range 4 {
+		ss, _ := f.session(alice)
+		f.watch(ss, fmt.Sprintf("w%d", i), "user/alice", "")
+		held = append(held, ss)
+	}
+	ss, _ := f.session(alice)
+	_, err := f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: "user/alice"})
+	e := wantCode(t, err, statestore.WatchLimit, watch.BoundWatchesPerPrincipal)
+	if !strings.Contains(e.Error(), `"alice"`) || !strings.Contains(e.Error(), "limit 4") {
+		t.Errorf("the refusal %q does not name the principal and the limit", e)
+	}
+	as, _ := f.session(admin)
+	f.watch(as, "ops", "user/alice", "") // the store has room; alice's quota is alice's
+	held[0].Close()
+	f.watch(ss, "w", "user/alice", "")
 }
 
 func TestWatchTerminations(t *testing.T) {

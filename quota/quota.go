@@ -56,6 +56,10 @@ type Limits struct {
 	AckDeadline            time.Duration
 	MaxWatches             int // watches in the whole store
 	MaxWatchesPerSession   int
+	// MaxWatchesPerPrincipal bounds the watches of one principal over all
+	// its sessions (default a quarter of MaxWatches, at least 1), so one
+	// principal's many sessions cannot take every watch of the store.
+	MaxWatchesPerPrincipal int
 	MinTTL                 time.Duration // shorter is TTL_INVALID
 	MaxTTL                 time.Duration // longer is clamped
 }
@@ -76,6 +80,7 @@ func Default() Limits {
 		AckDeadline:            30 * time.Second,
 		MaxWatches:             1024,
 		MaxWatchesPerSession:   16,
+		MaxWatchesPerPrincipal: 256,
 		MinTTL:                 time.Second,
 		MaxTTL:                 24 * time.Hour,
 	}
@@ -109,6 +114,12 @@ func (l Limits) WithDefaults() (Limits, error) {
 			*f.v = f.def
 		}
 	}
+	if l.MaxWatchesPerPrincipal < 0 {
+		return l, fmt.Errorf("quota limit MaxWatchesPerPrincipal: %d is negative", l.MaxWatchesPerPrincipal)
+	}
+	if l.MaxWatchesPerPrincipal == 0 {
+		l.MaxWatchesPerPrincipal = DefaultWatchesPerPrincipal(l.MaxWatches)
+	}
 	if l.MaxTotalBytes < 0 {
 		return l, fmt.Errorf("quota limit MaxTotalBytes: %d is negative", l.MaxTotalBytes)
 	}
@@ -137,6 +148,11 @@ func (l Limits) WithDefaults() (Limits, error) {
 	}
 	return l, nil
 }
+
+// DefaultWatchesPerPrincipal is MaxWatchesPerPrincipal's default for a
+// store of maxWatches watches: a quarter of them, at least 1. Four
+// principals at their bound fill the store, so one cannot.
+func DefaultWatchesPerPrincipal(maxWatches int) int { return max(1, maxWatches/4) }
 
 // ErrExceeded is wrapped by every bound violation.
 var ErrExceeded = errors.New("quota exceeded")

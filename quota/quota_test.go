@@ -21,6 +21,34 @@ func TestWithDefaults(t *testing.T) {
 	}
 }
 
+// TestWatchesPerPrincipalDefault: a quarter of MaxWatches, at least 1,
+// derived from the MaxWatches in force; a set value is kept, a negative
+// one named.
+func TestWatchesPerPrincipalDefault(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in   Limits
+		want int
+	}{
+		{Limits{}, 256},
+		{Limits{MaxWatches: 100}, 25},
+		{Limits{MaxWatches: 3}, 1},
+		{Limits{MaxWatches: 100, MaxWatchesPerPrincipal: 60}, 60},
+	}
+	for _, c := range cases {
+		l, err := c.in.WithDefaults()
+		if err != nil || l.MaxWatchesPerPrincipal != c.want {
+			t.Errorf("%+v: MaxWatchesPerPrincipal %d, %v; want %d", c.in, l.MaxWatchesPerPrincipal, err, c.want)
+		}
+	}
+	if Default().MaxWatchesPerPrincipal != DefaultWatchesPerPrincipal(Default().MaxWatches) {
+		t.Errorf("Default() disagrees with DefaultWatchesPerPrincipal")
+	}
+	if _, err := (Limits{MaxWatchesPerPrincipal: -1}).WithDefaults(); err == nil || !strings.Contains(err.Error(), "MaxWatchesPerPrincipal") {
+		t.Errorf("negative MaxWatchesPerPrincipal: %v", err)
+	}
+}
+
 func TestCheckPut(t *testing.T) {
 	t.Parallel()
 	l := Limits{MaxNamespaces: 2, MaxEntriesPerNamespace: 2, MaxTotalBytes: 100, MaxDocumentBytes: 50}

@@ -53,4 +53,11 @@
 //     goroutine.
 //     Code: Session.Close, Session.run, Session.Drain, Registry.Stop.
 //     Tests: TestSessionClose, TestStop, TestDrainDeliversWhatIsQueued.
+//  7. Fair shares: a principal's watches over all its sessions number at
+//     most Limits.MaxPerPrincipal (default a quarter of MaxWatches), so
+//     one principal cannot take every watch of the store; the refusal is a
+//     *LimitError naming BoundWatchesPerPrincipal and the principal, and
+//     a watch that ends (however) gives its place back.
+//     Code: Registry.Add, Registry.unindexLocked, Limits.withDefaults.
+//     Tests: TestLimits, TestLimitsDefaults, statestore.TestWatchPerPrincipalQuota.
 package watch

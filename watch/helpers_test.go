@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/watch"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

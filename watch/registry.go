@@ -31,9 +31,11 @@ type Registry struct {
 	// byNS indexes open watches by namespace so Publish only looks at the
 	// watches of the event's namespace. Each watch knows its index (idx)
 	// for O(1) removal.
-	byNS    map[string][]*watch
-	count   int
-	lastSID uint64
+	byNS  map[string][]*watch
+	count int
+	// perPrincipal counts open watches by their session's principal.
+	perPrincipal map[string]int
+	lastSID      uint64
 	// deadline is when the ack timer must fire (offset from epoch), or
 	// noDeadline. Invariant: whenever some update is unacknowledged it is
 	// set and not later than the earliest real deadline. Acks only move
@@ -80,7 +82,7 @@ func NewRegistry(l Limits, clk clock.Clock) *Registry {
 	}
 	r := &Registry{
 		lim: l.withDefaults(), clk: clk, epoch: clk.Now(),
-		sessions: make(map[*Session]struct{}), byNS: make(map[string][]*watch),
+		sessions: make(map[*Session]struct{}), byNS: make(map[string][]*watch), perPrincipal: make(map[string]int),
 		deadline: noDeadline,
 		kick:     make(chan struct{}, 1), quit: make(chan struct{}), timerDone: make(chan struct{}),
 	}
@@ -143,6 +145,9 @@ func (r *Registry) Add(s *Session, requestID uint64, watchID, namespace, prefix 
 	if r.count >= r.lim.MaxWatches {
 		return &LimitError{Bound: BoundWatches, Limit: r.lim.MaxWatches}
 	}
+	if r.perPrincipal[s.principal] >= r.lim.MaxPerPrincipal {
+		return &LimitError{Bound: BoundWatchesPerPrincipal, Limit: r.lim.MaxPerPrincipal, Principal: s.principal}
+	}
 	w := &watch{s: s, id: watchID, namespace: namespace, prefix: prefix,
 		sent: make([]time.Duration, r.lim.MaxUnacked)}
 	ws := r.byNS[namespace]
@@ -150,6 +155,7 @@ func (r *Registry) Add(s *Session, requestID uint64, watchID, namespace, prefix 
 	r.byNS[namespace] = append(ws, w)
 	s.watches[watchID] = w
 	r.count++
+	r.perPrincipal[s.principal]++
 	r.ctr.added.Add(1)
 	s.push(item{w: w, kind: itemSnapshot, msg: &Snapshot{RequestID: requestID, WatchID: watchID,
 		Namespace: namespace, KeyPrefix: prefix, SnapshotRevision: snapRev, Entries: entries}})
@@ -392,6 +398,9 @@ func (r *Registry) unindexLocked(w *watch) {
 		r.byNS[w.namespace] = ws[:last]
 	}
 	r.count--
+	if r.perPrincipal[w.s.principal]--; r.perPrincipal[w.s.principal] == 0 {
+		delete(r.perPrincipal, w.s.principal)
+	}
 }
 
 // deliveryFailed closes the watch whose message the Sink refused.

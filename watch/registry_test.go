@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/watch"
-	"go.uber.org/goleak"
 )
 
 func TestStrings(t *testing.T) {
@@ -40,7 +41,7 @@ func TestStrings(t *testing.T) {
 func TestLimitsDefaults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, watch.Limits{})
-	want := watch.Limits{MaxWatches: 1024, MaxPerSession: 16, MaxUnacked: 32, AckDeadline: 30 * time.Second}
+	want := watch.Limits{MaxWatches: 1024, MaxPerSession: 16, MaxPerPrincipal: 256, MaxUnacked: 32, AckDeadline: 30 * time.Second}
 	if got := e.r.Limits(); got != want {
 		t.Fatalf("defaults %+v, want %+v", got, want)
 	}
@@ -602,7 +603,7 @@ func TestLimits(t *testing.T) {
 				t.Fatalf("Len %d %d %d", s1.Len(), s2.Len(), e.r.Len())
 			}
 		}},
-		{"store-wide: limit held across sessions, Remove frees a slot", watch.Limits{MaxWatches: 3}, func(t *testing.T, e *env) {
+		{"store-wide: limit held across sessions, Remove frees a slot", watch.Limits{MaxWatches: 3, MaxPerPrincipal: 3}, func(t *testing.T, e *env) {
 			s1, _ := e.session("p")
 			s2, _ := e.session("q")
 			e.add(s1, "a", "ns", "")
@@ -614,6 +615,24 @@ func TestLimits(t *testing.T) {
 			}
 			e.add(s2, "b", "ns", "")
 			wantLimit(t, e.r.Add(s1, 0, "c", "ns", "", 0, nil), watch.BoundWatches, 3)
+		}},
+		{"per principal: held across its sessions, other principal unaffected, a close frees a place", watch.Limits{MaxPerPrincipal: 3}, func(t *testing.T, e *env) {
+			s1, _ := e.session("p")
+			s2, _ := e.session("p")
+			q, _ := e.session("q")
+			e.add(s1, "a", "ns", "")
+			e.add(s1, "b", "ns", "")
+			e.add(s2, "a", "ns", "")
+			err := e.r.Add(s2, 0, "b", "ns", "", 0, nil)
+			wantLimit(t, err, watch.BoundWatchesPerPrincipal, 3)
+			if le := (*watch.LimitError)(nil); !errors.As(err, &le) || le.Principal != "p" || !strings.Contains(err.Error(), `principal "p"`) {
+				t.Fatalf("the refusal %v does not name the principal", err)
+			}
+			e.add(q, "a", "ns", "")
+			s1.Close()
+			e.add(s2, "b", "ns", "")
+			e.add(s2, "c", "ns", "")
+			wantLimit(t, e.r.Add(s2, 0, "d", "ns", "", 0, nil), watch.BoundWatchesPerPrincipal, 3)
 		}},
 		{"duplicate watch_id in a session, fine in another", watch.Limits{}, func(t *testing.T, e *env) {
 			s1, _ := e.session("p")
@@ -687,7 +706,7 @@ func wantLimit(t *testing.T, err error, bound string, limit int) {
 
 func TestSessionClose(t *testing.T) {
 	// Serial: goleak.VerifyNone checks the goroutines of the whole process.
-	e := newEnv(t, watch.Limits{MaxWatches: 3})
+	e := newEnv(t, watch.Limits{MaxWatches: 3, MaxPerPrincipal: 3})
 	s1, sink := e.session("p")
 	s2, _ := e.session("q")
 	if s1.ID() == s2.ID() || s1.PrincipalID() != "p" {

@@ -216,7 +216,7 @@ func (c *protoChecker) Deliver(m watch.Message) error {
 func TestConcurrentChurn(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
-	reg := watch.NewRegistry(watch.Limits{MaxUnacked: 4, MaxPerSession: 4, MaxWatches: 20, AckDeadline: 30 * time.Second}, clk)
+	reg := watch.NewRegistry(watch.Limits{MaxUnacked: 4, MaxPerSession: 4, MaxWatches: 20, MaxPerPrincipal: 20, AckDeadline: 30 * time.Second}, clk)
 	var commit sync.Mutex
 	var rev uint64
 	stop, committerDone := make(chan struct{}), make(chan struct{})

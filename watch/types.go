@@ -131,19 +131,20 @@ type Sink interface {
 }
 
 // Limits bound the registry. A zero or negative field takes its default
-// (those of quota.Default): MaxWatches 1024, MaxPerSession 16, MaxUnacked 32,
-// AckDeadline 30 s.
+// (those of quota.Default): MaxWatches 1024, MaxPerSession 16,
+// MaxPerPrincipal a quarter of MaxWatches, MaxUnacked 32, AckDeadline 30 s.
 type Limits struct {
-	MaxWatches    int           // watches in the whole registry
-	MaxPerSession int           // watches in one session
-	MaxUnacked    int           // enqueued but unacknowledged updates per watch
-	AckDeadline   time.Duration // for the oldest unacknowledged update
+	MaxWatches      int           // watches in the whole registry
+	MaxPerSession   int           // watches in one session
+	MaxPerPrincipal int           // watches of one principal, over its sessions
+	MaxUnacked      int           // enqueued but unacknowledged updates per watch
+	AckDeadline     time.Duration // for the oldest unacknowledged update
 }
 
 // LimitsFrom takes the watch bounds from the store's quota limits, so the
 // store configures them in one place.
 func LimitsFrom(q quota.Limits) Limits {
-	return Limits{MaxWatches: q.MaxWatches, MaxPerSession: q.MaxWatchesPerSession,
+	return Limits{MaxWatches: q.MaxWatches, MaxPerSession: q.MaxWatchesPerSession, MaxPerPrincipal: q.MaxWatchesPerPrincipal,
 		MaxUnacked: q.MaxUnackedUpdates, AckDeadline: q.AckDeadline}
 }
 
@@ -154,6 +155,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPerSession <= 0 {
 		l.MaxPerSession = d.MaxPerSession
+	}
+	if l.MaxPerPrincipal <= 0 {
+		l.MaxPerPrincipal = quota.DefaultWatchesPerPrincipal(l.MaxWatches)
 	}
 	if l.MaxUnacked <= 0 {
 		l.MaxUnacked = d.MaxUnacked
@@ -189,17 +193,24 @@ var (
 const (
 	BoundWatches           = "watches"
 	BoundWatchesPerSession = "watches per session"
+	// BoundWatchesPerPrincipal is Limits.MaxPerPrincipal.
+	BoundWatchesPerPrincipal = "watches per principal"
 )
 
 // LimitError names the watch bound an Add would break and its value.
 type LimitError struct {
-	Bound string // BoundWatches or BoundWatchesPerSession
+	Bound string // BoundWatches, BoundWatchesPerSession or BoundWatchesPerPrincipal
 	Limit int
+	// Principal is set for BoundWatchesPerPrincipal.
+	Principal string
 }
 
 // Error names the bound and its value, e.g. "watches per session limit 16
 // reached".
 func (e *LimitError) Error() string {
+	if e.Principal != "" {
+		return fmt.Sprintf("%s limit %d reached by principal %q", e.Bound, e.Limit, e.Principal)
+	}
 	return fmt.Sprintf("%s limit %d reached", e.Bound, e.Limit)
 }
 

@@ -27,8 +27,13 @@ snapshot after a gap, a closure or a disconnect). Every request carries the deve
 which grants an administrator principal: without --dev-token a random one is made, and the URL
 printed at start carries it. The server listens on loopback addresses only unless --allow-remote
 is given. If the store cannot be opened (another process holds its LOCK, its journal is damaged)
-the page still loads, says why, and every request is answered UNAVAILABLE. Stop with Ctrl-C: the
-WebSocket sessions end, their watches are removed, and the store is closed.`
+the page still loads, says why, and every request is answered UNAVAILABLE. Connections are budgeted:
+at most --max-connections at once (default, and upper bound, what RLIMIT_NOFILE leaves after 64
+descriptors kept for the store's files; one more is answered 503 naming the bound), at most 256
+sessions of the principal (429), a connection that has not upgraded and sends nothing for
+--idle-timeout is closed, a session with no frame, request, queued answer or watch ends after 5
+minutes, and a message begun must arrive whole within 10 s. Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
+and the store is closed.`
 
 // servePrincipal is the administrator a development token authenticates as.
 var servePrincipal = statestore.Principal{ID: "kpjournal-serve", Admin: true}
@@ -42,6 +47,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	c.jsonFlag()
 	listen := c.FS.String("listen", "127.0.0.1:8765", "serve on `ADDR` (HOST:PORT; a bare :PORT is 127.0.0.1:PORT)")
 	token := c.FS.String("dev-token", "", "the development token that every request must carry (default: a random one, printed with the URL)")
+	maxConns := c.FS.Int("max-connections", 0, "hold at most `N` connections at once (0: what RLIMIT_NOFILE leaves beside the store's descriptors, also the upper bound)")
+	idle := c.FS.Duration("idle-timeout", defaultIdleTimeout, "close a connection that has not upgraded and sends no request for `D`")
 	remote := c.FS.Bool("allow-remote", false, "allow a non-loopback --listen address (the token is then the only protection, sent in clear over HTTP)")
 	if code := c.parse(args); code >= 0 {
 		return code
@@ -52,6 +59,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	addr, err := serveAddr(*listen, *remote)
 	if err != nil {
 		return c.UsageError("%v", err)
+	}
+	if *maxConns < 0 || *idle <= 0 {
+		return c.UsageError("--max-connections %d, --idle-timeout %v: want N >= 0 and a positive duration", *maxConns, *idle)
 	}
 	if *token == "" {
 		b := make([]byte, 16)
@@ -64,7 +74,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := stopContext()
 	defer stop()
-	if err := serve(ctx, ln, c.dir, *token, c.json, stdout, stderr); err != nil {
+	if err := serve(ctx, ln, serveLimits{maxConns: *maxConns, idle: *idle}, c.dir, *token, c.json, stdout, stderr); err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	return exitOK
@@ -88,14 +98,56 @@ func serveAddr(addr string, remote bool) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// defaultIdleTimeout is --idle-timeout's default: a browser keeps an idle
+// HTTP connection for about as long.
+const defaultIdleTimeout = 30 * time.Second
+
+// descriptorReserve is what the connection cap leaves to the store's
+// files and the process (kpstate serve keeps as many, for the same
+// files): a segment being started and its directory fsync, a checkpoint
+// and its temporary file, the listener, the runtime.
+const descriptorReserve = 64
+
+// serveLimits are serve's connection bounds.
+type serveLimits struct {
+	maxConns int           // 0: derived from RLIMIT_NOFILE
+	idle     time.Duration // for connections not upgraded
+}
+
 // serve runs the inspector on ln until ctx ends. A store that fails to
 // open is served in UNAVAILABLE mode, not refused.
-func serve(ctx context.Context, ln net.Listener, dir, token string, asJSON bool, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, ln net.Listener, lim serveLimits, dir, token string, asJSON bool, stdout, stderr io.Writer) error {
 	s, openErr := statestore.Open(statestore.Options{Dir: dir})
 	if openErr != nil {
 		fmt.Fprintf(stderr, "kpjournal serve: the store cannot be opened, serving it UNAVAILABLE: %v\n", openErr)
 		s = nil
 	}
+	// Measured once the store is open: its steady descriptors are then
+	// among the open ones.
+	d, err := wstransport.ConnectionsForDescriptors(descriptorReserve)
+	if err != nil {
+		if s != nil {
+			s.Close()
+		}
+		ln.Close()
+		return err
+	}
+	max := d.Connections
+	if lim.maxConns > 0 && lim.maxConns < max {
+		max = lim.maxConns
+	} else if lim.maxConns > max {
+		fmt.Fprintf(stderr, "kpjournal serve: --max-connections lowered from %d to %d: RLIMIT_NOFILE %d leaves no more beside the store's %d descriptors\n",
+			lim.maxConns, max, d.Limit, d.Reserve)
+	}
+	conns, err := wstransport.NewConnBudget(max, "--max-connections")
+	if err != nil {
+		if s != nil {
+			s.Close()
+		}
+		ln.Close()
+		return err
+	}
+	ln = conns.Listen(ln, true)
 	ins, err := inspector.New(inspector.Config{Store: s, Cause: openErr, Version: buildinfo.Read().String(),
 		Auth: wstransport.TokenAuthenticator{Token: token, Principal: servePrincipal}})
 	if err != nil {
@@ -105,7 +157,9 @@ func serve(ctx context.Context, ln net.Listener, dir, token string, asJSON bool,
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: ins, ReadHeaderTimeout: 10 * time.Second}
+	// ReadHeaderTimeout also bounds a connection that sends nothing;
+	// IdleTimeout one that idles after a request.
+	srv := &http.Server{Handler: ins, ReadHeaderTimeout: min(lim.idle, 10*time.Second), IdleTimeout: lim.idle}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	start := serveStart{URL: fmt.Sprintf("http://%s/#token=%s", ln.Addr(), token), Store: "open"}

@@ -37,6 +37,7 @@ type config struct {
 	LogFormat      string            `toml:"log_format"`
 	LogLevel       string            `toml:"log_level"`
 	TLS            tlsConfig         `toml:"tls"`
+	Server         serverSection     `toml:"server"`
 	Limits         limitsConfig      `toml:"limits"`
 	Principals     []principalConfig `toml:"principal"`
 
@@ -49,6 +50,32 @@ type tlsConfig struct {
 	CertFile string `toml:"cert_file"`
 	KeyFile  string `toml:"key_file"`
 }
+
+// serverSection is [server]: what one client may hold of the server. 0
+// or absent is the default.
+type serverSection struct {
+	// MaxConnections caps the connections held at once, plain HTTP and
+	// WebSocket, API and metrics listeners together (default, and upper
+	// bound: what RLIMIT_NOFILE leaves once descriptorReserve is kept for
+	// the store's files).
+	MaxConnections int `toml:"max_connections"`
+	// MaxSessionsPerPrincipal caps one principal's WebSocket sessions
+	// (default wstransport.DefaultMaxSessionsPerPrincipal).
+	MaxSessionsPerPrincipal int `toml:"max_sessions_per_principal"`
+	// IdleTimeout ends a connection that has not upgraded and sends no
+	// request for that long, and bounds the reading of a request's
+	// headers (default defaultIdleTimeout).
+	IdleTimeout duration `toml:"idle_timeout"`
+	// SessionIdleTimeout ends a WebSocket session with no frame, no
+	// request, nothing queued and no watch for that long (default
+	// dispatch.DefaultIdleTimeout).
+	SessionIdleTimeout duration `toml:"session_idle_timeout"`
+}
+
+// defaultIdleTimeout is [server] idle_timeout's default: a browser keeps
+// an idle HTTP connection for about as long, and a connection that
+// sends nothing holds a descriptor for no longer.
+const defaultIdleTimeout = 30 * time.Second
 
 // limitsConfig is [limits]: quota.Limits in snake_case, 0 or absent for
 // the default. TestEveryLimitHasAKey holds it to quota.Limits.
@@ -65,6 +92,7 @@ type limitsConfig struct {
 	AckDeadline            duration `toml:"ack_deadline"`
 	MaxWatches             int      `toml:"max_watches"`
 	MaxWatchesPerSession   int      `toml:"max_watches_per_session"`
+	MaxWatchesPerPrincipal int      `toml:"max_watches_per_principal"`
 	MinTTL                 duration `toml:"min_ttl"`
 	MaxTTL                 duration `toml:"max_ttl"`
 }
@@ -179,6 +207,16 @@ func (c *config) check() error {
 			return bad(fmt.Sprintf("allowed_origins[%d]", i), "%q is not a host pattern (path.Match syntax, e.g. \"app.example.com\" or \"*.example.com\")", p)
 		}
 	}
+	switch {
+	case c.Server.MaxConnections < 0:
+		return bad("server.max_connections", "%d is negative", c.Server.MaxConnections)
+	case c.Server.MaxSessionsPerPrincipal < 0:
+		return bad("server.max_sessions_per_principal", "%d is negative", c.Server.MaxSessionsPerPrincipal)
+	case c.Server.IdleTimeout < 0:
+		return bad("server.idle_timeout", "%v is negative", time.Duration(c.Server.IdleTimeout))
+	case c.Server.SessionIdleTimeout < 0:
+		return bad("server.session_idle_timeout", "%v is negative", time.Duration(c.Server.SessionIdleTimeout))
+	}
 	switch c.LogFormat {
 	case "", "text", "json":
 	default:
@@ -258,6 +296,14 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
+// idleTimeout is [server] idle_timeout, its default applied.
+func (c *config) idleTimeout() time.Duration {
+	if c.Server.IdleTimeout == 0 {
+		return defaultIdleTimeout
+	}
+	return time.Duration(c.Server.IdleTimeout)
+}
+
 // limits is [limits] as the store takes it; Open validates it.
 func (c *config) limits() quota.Limits {
 	l := c.Limits
@@ -265,7 +311,7 @@ func (c *config) limits() quota.Limits {
 		MaxTotalBytes: l.MaxTotalBytes, MaxDocumentBytes: l.MaxDocumentBytes, MaxNamespaceBytes: l.MaxNamespaceBytes,
 		MaxKeyBytes: l.MaxKeyBytes, MaxSnapshotEntries: l.MaxSnapshotEntries, MaxSnapshotBytes: l.MaxSnapshotBytes,
 		MaxUnackedUpdates: l.MaxUnackedUpdates, AckDeadline: time.Duration(l.AckDeadline), MaxWatches: l.MaxWatches,
-		MaxWatchesPerSession: l.MaxWatchesPerSession, MinTTL: time.Duration(l.MinTTL), MaxTTL: time.Duration(l.MaxTTL)}
+		MaxWatchesPerSession: l.MaxWatchesPerSession, MaxWatchesPerPrincipal: l.MaxWatchesPerPrincipal, MinTTL: time.Duration(l.MinTTL), MaxTTL: time.Duration(l.MaxTTL)}
 }
 
 // tokenPrincipals is the principal table's content.

@@ -46,6 +46,8 @@ func TestConfigRefusals(t *testing.T) {
 		{"principal-upper-hash.toml", ": principal[2].token_sha256: want 64 lowercase hexadecimal digits, the SHA-256 of the token: character 1 is 'E'"},
 		{"principal-short-hash.toml", ": principal[1].token_sha256: want 64 lowercase hexadecimal digits, the SHA-256 of the token: got 40 characters"},
 		{"principal-duplicate-hash.toml", ": principal[1].token_sha256: also principal[0]'s"},
+		{"server-negative-connections.toml", ": server.max_connections: -1 is negative"},
+		{"server-negative-idle.toml", ": server.idle_timeout: -1s is negative"},
 	}
 	listed := map[string]bool{"good.toml": true}
 	for _, c := range cases {
@@ -84,9 +86,16 @@ func TestConfigLoadsEveryKey(t *testing.T) {
 		c.LogFormat != "json" || c.level.String() != "DEBUG" || c.TLS.CertFile != "/etc/kpstate/cert.pem" || c.TLS.KeyFile != filepath.Join(dir, "key.pem") {
 		t.Errorf("loaded %+v", c)
 	}
+	if c.Server != (serverSection{MaxConnections: 500, MaxSessionsPerPrincipal: 40, IdleTimeout: duration(45 * time.Second),
+		SessionIdleTimeout: duration(10 * time.Minute)}) || c.idleTimeout() != 45*time.Second {
+		t.Errorf("[server] loaded as %+v", c.Server)
+	}
+	if (&config{}).idleTimeout() != defaultIdleTimeout {
+		t.Errorf("idle_timeout's default is not applied")
+	}
 	want := quota.Limits{MaxNamespaces: 10, MaxEntriesPerNamespace: 11, MaxTotalBytes: 12, MaxDocumentBytes: 13, MaxNamespaceBytes: 14,
 		MaxKeyBytes: 15, MaxSnapshotEntries: 16, MaxSnapshotBytes: 17, MaxUnackedUpdates: 18, AckDeadline: 19 * time.Second, MaxWatches: 20,
-		MaxWatchesPerSession: 21, MinTTL: 2 * time.Second, MaxTTL: 90 * time.Minute}
+		MaxWatchesPerSession: 21, MaxWatchesPerPrincipal: 22, MinTTL: 2 * time.Second, MaxTTL: 90 * time.Minute}
 	if got := c.limits(); got != want {
 		t.Errorf("limits %+v, want %+v", got, want)
 	}

@@ -158,7 +158,13 @@ type proc struct {
 // test, if it has not exited by then.
 func startServe(t *testing.T, file string, tt *testTLS) *proc {
 	t.Helper()
-	cmd := exec.Command(kpstateBin, "serve", "--json", "--config", file)
+	return startServeCmd(t, exec.Command(kpstateBin, "serve", "--json", "--config", file), tt)
+}
+
+// startServeCmd is startServe for a command line of the test's own (one
+// under prlimit, say) that runs kpstate serve --json in the same process.
+func startServeCmd(t *testing.T, cmd *exec.Cmd, tt *testTLS) *proc {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

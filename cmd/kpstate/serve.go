@@ -21,6 +21,7 @@ import (
 	"github.com/keeppeek/statestore/internal/cliflag"
 	"github.com/keeppeek/statestore/ops/inspector"
 	"github.com/keeppeek/statestore/ops/promstats"
+	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -37,8 +38,15 @@ config_toml (the media server's config.toml, for settings-backed namespaces), lo
 "json"), log_level (debug, info, warn, error); [tls] cert_file and key_file; [limits] with the store's
 bounds in snake_case (max_namespaces, max_entries_per_namespace, max_total_bytes, max_document_bytes,
 max_namespace_bytes, max_key_bytes, max_snapshot_entries, max_snapshot_bytes, max_unacked_updates,
-ack_deadline, max_watches, max_watches_per_session, min_ttl, max_ttl; durations as "30s"; 0 or absent
-for the default); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
+ack_deadline, max_watches, max_watches_per_session, max_watches_per_principal (default a quarter of
+max_watches), min_ttl, max_ttl; durations as "30s"; 0 or absent
+for the default); [server] with what clients may hold: max_connections (plain HTTP and WebSocket, both
+listeners together; default and upper bound what RLIMIT_NOFILE leaves after 64 descriptors kept for the
+store's files, so a flood of connections never fails a commit; one over is answered 503 naming the
+bound, or closed under TLS), max_sessions_per_principal (default 256; one more is answered 429),
+idle_timeout (a connection that has not upgraded and sends nothing for that long is closed; default
+30s), session_idle_timeout (a WebSocket session with no frame, request, queued answer or watch for that
+long ends, closed 1001; default 5m); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
 them). Relative paths are relative to the file's directory; an unknown key is an error naming it and its
 line. A listen or metrics_listen address that is not loopback needs [tls], or --insecure when a proxy
 in front terminates TLS. On start one line on stdout gives the WebSocket URL, the store's state and the
@@ -129,9 +137,10 @@ type server struct {
 	version string
 	tls     bool
 
-	servers   []*http.Server // the API's, then the metrics' when configured
-	listeners []net.Listener // the same order
-	failed    chan error     // a Serve that returned for another reason than the shutdown
+	conns     *wstransport.ConnBudget // every listener's connections
+	servers   []*http.Server          // the API's, then the metrics' when configured
+	listeners []net.Listener          // the same order
+	failed    chan error              // a Serve that returned for another reason than the shutdown
 }
 
 // startServer opens the store (or, if it cannot, serves it UNAVAILABLE),
@@ -165,8 +174,13 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 	} else {
 		log.Info("store open", "data_dir", cfg.DataDir)
 	}
+	if err := s.budgetConnections(); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	s.ins, err = inspector.New(inspector.Config{Store: s.store, Cause: s.cause, Auth: table, NoPage: !cfg.Inspector, Version: s.version,
-		Transport: wstransport.Options{OriginPatterns: cfg.AllowedOrigins,
+		Dispatch: dispatch.Options{IdleTimeout: time.Duration(cfg.Server.SessionIdleTimeout)},
+		Transport: wstransport.Options{OriginPatterns: cfg.AllowedOrigins, MaxSessionsPerPrincipal: cfg.Server.MaxSessionsPerPrincipal,
 			Started: func(p statestore.Principal) { log.Info("session started", "principal", p.ID, "admin", p.Admin) },
 			Ended: func(p statestore.Principal, err error) {
 				if err != nil {
@@ -202,18 +216,54 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 	return s, nil
 }
 
+// descriptorReserve is how many descriptors the connection cap leaves to
+// everything else once the store is open: a journal segment being
+// started and the directory fsync after it, a checkpoint's image, its
+// temporary file and its directory, a backup, config.toml's atomic
+// replacement, the listeners, and what the runtime and TLS open. The
+// store holds a few at a time; 64 leaves it several times that.
+const descriptorReserve = 64
+
+// budgetConnections sets the connection cap: [server] max_connections, at
+// most what RLIMIT_NOFILE leaves once descriptorReserve is kept, so a
+// flood of connections can never take the descriptors a commit needs.
+func (s *server) budgetConnections() error {
+	d, err := wstransport.ConnectionsForDescriptors(descriptorReserve)
+	if err != nil {
+		return &configError{File: s.cfg.path, Field: "server.max_connections", Err: err}
+	}
+	max := d.Connections
+	if want := s.cfg.Server.MaxConnections; want > 0 && want < max {
+		max = want
+	} else if want > max {
+		s.log.Warn("server.max_connections lowered to what RLIMIT_NOFILE allows beside the store's descriptors",
+			"configured", want, "max_connections", max, "rlimit_nofile", d.Limit, "open", d.Open, "reserved", d.Reserve)
+	}
+	s.conns, err = wstransport.NewConnBudget(max, "server.max_connections")
+	if err != nil {
+		return &configError{File: s.cfg.path, Field: "server.max_connections", Err: err}
+	}
+	s.log.Info("connection budget", "max_connections", max, "rlimit_nofile", d.Limit, "open", d.Open, "reserved", d.Reserve,
+		"max_sessions_per_principal", s.cfg.Server.MaxSessionsPerPrincipal, "idle_timeout", s.cfg.idleTimeout().String())
+	return nil
+}
+
 // listen serves h on addr (key names the configuration's field).
 func (s *server) listen(addr, key string, h http.Handler, tlsConf *tls.Config) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return &configError{File: s.cfg.path, Field: key, Err: err}
 	}
+	// Below TLS: the HTTP server must see the *tls.Conn.
+	ln = s.conns.Listen(ln, tlsConf == nil)
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
 	// No WriteTimeout: a WebSocket session lives long (wstransport bounds
-	// each of its writes itself).
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	// each of its writes itself). ReadHeaderTimeout also bounds a
+	// connection that sends nothing, and a TLS handshake.
+	idle := s.cfg.idleTimeout()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(idle, 10*time.Second), IdleTimeout: idle,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	s.servers = append(s.servers, srv)
 	s.listeners = append(s.listeners, ln)

@@ -49,6 +49,14 @@
 //     naming the cause, Capabilities lists nothing, and nothing is written.
 //     Code: NewUnavailable, Server.unavailable, Server.Capabilities, session.admit.
 //     Tests: TestUnavailableModeWithACorruptJournal, TestCapabilityOnlyWhileTheStoreIsOpen.
+//  7. An idle session does not hold its connection: one that receives no
+//     frame, runs no request, has nothing queued and no watch open for
+//     Options.IdleTimeout ends (after at most twice it) with an
+//     *IdleError, told to the peer when the Conn is a CauseCloser. A
+//     session that watches is not idle; the watch bounds end a watcher
+//     that stopped listening.
+//     Code: session.watchIdle, session.idleNow, session.read, Server.Serve, CauseCloser.
+//     Tests: TestIdleSessionsEnd, TestIdleUnavailableSessionsEnd, wstransport.TestIdleSessionIsClosedGoingAway.
 //
 // # Bad input
 //

@@ -100,6 +100,13 @@ func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool) error {
 	return nil
 }
 
+// empty reports whether nothing is queued or being sent.
+func (o *outbox) empty() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lenLocked() == 0 && !o.sending
+}
+
 // sent returns the token after a send.
 func (o *outbox) sent(err error) {
 	o.mu.Lock()

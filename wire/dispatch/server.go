@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keeppeek/statestore"
@@ -24,12 +25,24 @@ type Options struct {
 	// waits for room, a watch update finding none closes its watch with
 	// BUFFER_OVERFLOW.
 	MaxQueued int
+	// IdleTimeout ends a session that stays idle that long: no frame
+	// received, no request running, nothing queued to send, no watch open
+	// (default DefaultIdleTimeout; negative: never). It ends after at least
+	// IdleTimeout and at most twice it. A session that only watches is not
+	// idle: its watches' own bounds (ACK_TIMEOUT, BUFFER_OVERFLOW) end a
+	// watcher that stopped listening, and then its session idles.
+	IdleTimeout time.Duration
 }
 
 const (
 	defaultMaxInFlight = 16
 	defaultMaxQueued   = 256
 )
+
+// DefaultIdleTimeout is Options.IdleTimeout's default: a client that
+// keeps its session for later requests reconnects cheaply, and a
+// forgotten one holds its connection for no longer.
+const DefaultIdleTimeout = 5 * time.Minute
 
 func (o Options) withDefaults() Options {
 	if o.MaxInFlight <= 0 {
@@ -38,7 +51,33 @@ func (o Options) withDefaults() Options {
 	if o.MaxQueued <= 0 {
 		o.MaxQueued = defaultMaxQueued
 	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
 	return o
+}
+
+// ErrIdle is matched by the error Serve returns for a session ended by
+// Options.IdleTimeout.
+var ErrIdle = errors.New("dispatch: the session was idle")
+
+// IdleError is Serve's error for a session ended by Options.IdleTimeout.
+type IdleError struct{ Timeout time.Duration }
+
+// Error names the bound.
+func (e *IdleError) Error() string {
+	return fmt.Sprintf("dispatch: session idle for %v (no frame, no request, nothing queued, no watch; Options.IdleTimeout)", e.Timeout)
+}
+
+// Unwrap returns ErrIdle.
+func (e *IdleError) Unwrap() error { return ErrIdle }
+
+// CauseCloser is a Conn that can tell its peer why the server ended the
+// session: Serve calls CloseCause instead of Close when it ends the
+// session for a reason of its own (an *IdleError), and the peer reads the
+// reason instead of an unexplained close.
+type CauseCloser interface {
+	CloseCause(cause error) error
 }
 
 // Server dispatches sessions to one store, or answers them UNAVAILABLE when
@@ -113,7 +152,8 @@ const endDrainTimeout = 5 * time.Second
 // removes the session's watches before returning. A ctx cancelled for
 // ErrEnded sends what is queued before closing conn.
 func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
 	ss := &session{srv: s, p: p, ctx: ctx, inflight: make(map[uint64]struct{}),
 		slots: make(chan struct{}, s.opts.MaxInFlight), readDone: make(chan error, 1), readTurn: make(chan struct{})}
@@ -136,10 +176,15 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	// sends what is queued first (sendQueued).
 	opened := make(chan struct{}) // ss.st and ss.refuse are set
 	stopWatch := context.AfterFunc(ctx, func() {
-		if errors.Is(context.Cause(ctx), ErrEnded) {
+		cause := context.Cause(ctx)
+		if errors.Is(cause, ErrEnded) {
 			ss.sendQueued(opened, drained)
 		}
-		conn.Close()
+		if cc, ok := conn.(CauseCloser); ok && errors.Is(cause, ErrIdle) {
+			cc.CloseCause(cause)
+		} else {
+			conn.Close()
+		}
 		ss.mu.Lock()
 		ss.idle.Broadcast()
 		ss.mu.Unlock()
@@ -158,6 +203,10 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 		}
 	}
 	close(opened)
+	if s.opts.IdleTimeout > 0 {
+		stopIdle := ss.watchIdle(s.opts.IdleTimeout, cancelCause)
+		defer stopIdle()
+	}
 
 	// The reading moves from goroutine to goroutine (see read), and its
 	// result comes back from whichever reads last. Serve's own goroutine
@@ -187,7 +236,10 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	cancel() // unblocks a request waiting in the store, dismisses the spare goroutines, and closes conn
 	ss.threads.Wait()
 	conn.Close()
+	var idle *IdleError
 	switch {
+	case errors.As(context.Cause(ctx), &idle):
+		return idle
 	case readErr != nil:
 		return readErr
 	case werr != nil:
@@ -213,6 +265,54 @@ func (ss *session) sendQueued(opened, drained <-chan struct{}) {
 	}
 }
 
+// watchIdle checks the session every timeout and ends it, with an
+// *IdleError as end's cause, at the first check that finds it idle (no
+// request running, nothing queued, no watch) with no frame received since
+// the previous check, which found it idle too. Nothing can make an idle
+// session busy but a frame, so it was idle for the whole interval: a
+// session ends after at least timeout and at most twice it. It returns
+// the timer's stop.
+func (ss *session) watchIdle(timeout time.Duration, end context.CancelCauseFunc) func() {
+	var (
+		mu      sync.Mutex // guards the rest against Stop and the next run
+		t       *time.Timer
+		stopped bool
+		frames  = ss.frames.Load()
+		wasIdle = true // the session starts idle
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(timeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		now := ss.frames.Load()
+		idle := ss.idleNow()
+		if now == frames && idle && wasIdle {
+			end(&IdleError{Timeout: timeout})
+			return
+		}
+		frames, wasIdle = now, idle
+		if !stopped {
+			t.Reset(timeout)
+		}
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
+}
+
+// idleNow reports whether the session has no request running, nothing
+// queued or being sent, and no watch open.
+func (ss *session) idleNow() bool {
+	ss.mu.Lock()
+	busy := len(ss.inflight) > 0
+	ss.mu.Unlock()
+	return !busy && ss.out.empty() && (ss.st == nil || ss.st.Watches() == 0)
+}
+
 func isProtocolError(err error) bool {
 	var pe *ProtocolError
 	return errors.As(err, &pe)
@@ -235,6 +335,8 @@ type session struct {
 	readDone chan error
 	// readTurn hands the reading to a spare goroutine (see park).
 	readTurn chan struct{}
+	// frames counts the frames received, for watchIdle.
+	frames atomic.Uint64
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when inflight loses an id
@@ -269,6 +371,7 @@ func (ss *session) read(conn Conn) {
 	defer ss.threads.Done()
 	for {
 		m, err := conn.Recv()
+		ss.frames.Add(1)
 		var de *framing.DecodeError
 		var fe *framing.FrameSizeError
 		switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/framing"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
@@ -31,6 +32,7 @@ type msgConn[In, Out proto.Message] struct {
 	ctx          context.Context
 	session      context.Context
 	writeTimeout time.Duration
+	readTimeout  time.Duration // the rest of a message, once begun; 0: none
 	maxBytes     int64
 	newIn        func() In
 	// beforeFirst, when set, runs before the first Recv reads; an error
@@ -51,8 +53,8 @@ func (m *msgConn[In, Out]) failed() error {
 	return m.sendErr
 }
 
-func newConn(ctx, session context.Context, c *websocket.Conn, writeTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
-	return &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, session: session, writeTimeout: writeTimeout, maxBytes: maxBytes,
+func newConn(ctx, session context.Context, c *websocket.Conn, writeTimeout, readTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
+	return &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, session: session, writeTimeout: writeTimeout, readTimeout: readTimeout, maxBytes: maxBytes,
 		newIn: func() *pb.ClientMessage { return new(pb.ClientMessage) }}
 }
 
@@ -76,7 +78,7 @@ func (m *msgConn[In, Out]) Recv() (In, error) {
 			return zero, err
 		}
 	}
-	typ, data, err := m.c.Read(m.ctx)
+	typ, data, err := m.read()
 	if err != nil {
 		if errors.Is(err, websocket.ErrMessageTooBig) {
 			// Our own read limit: the library has already closed the
@@ -98,6 +100,49 @@ func (m *msgConn[In, Out]) Recv() (In, error) {
 	}
 	return in, nil
 }
+
+// read reads one message. Waiting for its first frame header is not
+// bounded here (an idle session is the dispatcher's to end); once the
+// header has come, the rest of the message must arrive within
+// readTimeout, or the connection is closed: a peer that announces a
+// message and stops cannot hold its session.
+func (m *msgConn[In, Out]) read() (websocket.MessageType, []byte, error) {
+	ctx, cancel := context.WithCancelCause(m.ctx)
+	defer cancel(nil)
+	typ, r, err := m.c.Reader(ctx)
+	if err != nil {
+		return typ, nil, err
+	}
+	if m.readTimeout <= 0 {
+		b, err := io.ReadAll(r)
+		return typ, b, err
+	}
+	late := time.AfterFunc(m.readTimeout, func() { cancel(errMessageTimeout) })
+	b, err := io.ReadAll(r)
+	if !late.Stop() && err != nil && errors.Is(context.Cause(ctx), errMessageTimeout) {
+		return typ, nil, &MessageTimeoutError{Timeout: m.readTimeout, Read: len(b)}
+	}
+	return typ, b, err
+}
+
+var errMessageTimeout = errors.New("message timeout")
+
+// MessageTimeoutError ends a session whose peer began a message and did
+// not finish it within Options.MessageTimeout. It wraps
+// io.ErrUnexpectedEOF: to the dispatcher it is a stream cut inside a
+// frame.
+type MessageTimeoutError struct {
+	Timeout time.Duration
+	Read    int // bytes of the message that had come
+}
+
+// Error names the bound and what had come.
+func (e *MessageTimeoutError) Error() string {
+	return fmt.Sprintf("wstransport: a message begun was not finished within %v (Options.MessageTimeout); %d bytes of it had come", e.Timeout, e.Read)
+}
+
+// Unwrap returns io.ErrUnexpectedEOF.
+func (e *MessageTimeoutError) Unwrap() error { return io.ErrUnexpectedEOF }
 
 // Send writes msg as one binary message within the write timeout. A missed
 // deadline closes the connection (the WebSocket library does so), which
@@ -137,6 +182,16 @@ func (m *msgConn[In, Out]) Close() error {
 		return m.c.Close(websocket.StatusGoingAway, "the server is shutting down")
 	}
 	return m.c.Close(websocket.StatusNormalClosure, "")
+}
+
+// CloseCause closes the connection for a reason of the dispatcher's own:
+// an idle session ends with 1001 (going away) and the reason.
+func (m *msgConn[In, Out]) CloseCause(cause error) error {
+	var idle *dispatch.IdleError
+	if errors.As(cause, &idle) {
+		return m.c.Close(websocket.StatusGoingAway, fmt.Sprintf("idle for %v", idle.Timeout))
+	}
+	return m.Close()
 }
 
 // ClientConn is the Go client end of a session: it sends ClientMessages and

@@ -33,9 +33,13 @@
 //     Tests: TestRefusedBeforeTheUpgrade, TestEndSessionsEndsOnlyThatPrincipal.
 //  3. A client message over Options.MaxMessageBytes is never read whole:
 //     the connection is closed with status 1009 (message too big) naming
-//     the bound, and the session ends.
-//     Code: Handler.ServeHTTP, msgConn.Recv.
-//     Tests: TestOversizedMessageClosesTheConnectionWith1009.
+//     the bound, and the session ends. A message whose first frame header
+//     came must arrive whole within Options.MessageTimeout, or the
+//     connection is closed and the session ends with a
+//     MessageTimeoutError: a header announcing 2^62 bytes and then
+//     silence holds nothing.
+//     Code: Handler.ServeHTTP, msgConn.Recv, msgConn.read.
+//     Tests: TestOversizedMessageClosesTheConnectionWith1009, TestAMessageThatStopsMidwayEndsTheSession.
 //  4. Memory per connection is bounded against a slow or stalled peer.
 //     The dispatcher's outbound queue is bounded (dispatch.Options.MaxQueued)
 //     and each write has Options.WriteTimeout: a peer that stops reading is
@@ -66,4 +70,15 @@
 //     Code: Handler.EndSessions, Handler.Reauthenticate, Handler.recheck, msgConn.Recv, msgConn.Close, dispatch.ErrEnded.
 //     Tests: TestEndSessionsEndsOnlyThatPrincipal, TestAHandshakeInFlightDuringAReloadAuthenticatesAgain,
 //     dispatch.TestEndedSessionSendsWhatWasQueued.
+//  7. No connection is held for free. A ConnBudget caps the connections of
+//     the listeners it wraps, plain and upgraded alike, counted from Accept
+//     to Close; one over the cap is answered 503 naming the bound (closed
+//     under TLS) and never reaches the HTTP server. The cap a server takes
+//     from ConnectionsForDescriptors leaves a reserve of descriptors free
+//     whatever the clients do, so a flood cannot make the store's files fail
+//     to open. A principal holding Options.MaxSessionsPerPrincipal sessions
+//     is refused 429 naming the bound before the upgrade.
+//     Code: ConnBudget.Listen, budgetListener.Accept, budgetConn.Close, ConnectionsForDescriptors, Handler.begin.
+//     Tests: TestConnBudgetRefusesOverTheCap, TestConnectionsForDescriptorsKeepsTheReserve,
+//     TestSessionsPerPrincipalAnswered429, TestSessionLimitBodyNamesTheBound.
 package wstransport

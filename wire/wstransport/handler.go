@@ -47,6 +47,16 @@ type Options struct {
 	// WriteTimeout bounds one server message's write (default 10 s); a
 	// peer that does not take it in time is disconnected.
 	WriteTimeout time.Duration
+	// MessageTimeout bounds the arrival of a client message once its
+	// first frame header has come (default DefaultMessageTimeout): a peer
+	// that announces a message (up to 2^63 bytes, says the header) and
+	// stops sending is disconnected.
+	MessageTimeout time.Duration
+	// MaxSessionsPerPrincipal bounds the sessions one principal is served
+	// at once (default DefaultMaxSessionsPerPrincipal): one more is refused
+	// 429 naming the bound, before the upgrade, so one principal's
+	// reconnecting clients cannot take every connection of the server.
+	MaxSessionsPerPrincipal int
 	// Started, when set, is called when a session begins serving, after
 	// the upgrade, with its principal.
 	Started func(p statestore.Principal)
@@ -61,6 +71,20 @@ type Options struct {
 // 65,536-byte snapshot on a slow mobile link, short enough that a stalled
 // peer does not hold its session for long.
 const DefaultWriteTimeout = 10 * time.Second
+
+// DefaultMessageTimeout is Options.MessageTimeout's default: the write
+// timeout's, for the same slow link the other way.
+const DefaultMessageTimeout = DefaultWriteTimeout
+
+// DefaultMaxSessionsPerPrincipal is Options.MaxSessionsPerPrincipal's
+// default: room for a fleet of a principal's workers (the 127 sessions of
+// internal/wsfanout) with a margin for reconnections, and a quarter of
+// the connections a 1,024-descriptor process can hold.
+const DefaultMaxSessionsPerPrincipal = 256
+
+// BoundSessionsPerPrincipal is Options.MaxSessionsPerPrincipal as a
+// refusal names it.
+const BoundSessionsPerPrincipal = "sessions per principal"
 
 // OptionError is an Options field out of its range.
 type OptionError struct {
@@ -79,6 +103,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, &OptionError{"MaxMessageBytes", fmt.Sprintf("%d is negative", o.MaxMessageBytes)}
 	case o.WriteTimeout < 0:
 		return o, &OptionError{"WriteTimeout", fmt.Sprintf("%v is negative", o.WriteTimeout)}
+	case o.MessageTimeout < 0:
+		return o, &OptionError{"MessageTimeout", fmt.Sprintf("%v is negative", o.MessageTimeout)}
+	case o.MaxSessionsPerPrincipal < 0:
+		return o, &OptionError{"MaxSessionsPerPrincipal", fmt.Sprintf("%d is negative", o.MaxSessionsPerPrincipal)}
 	}
 	for _, p := range o.OriginPatterns {
 		if _, err := path.Match(p, ""); err != nil {
@@ -90,6 +118,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MessageTimeout == 0 {
+		o.MessageTimeout = DefaultMessageTimeout
+	}
+	if o.MaxSessionsPerPrincipal == 0 {
+		o.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
 	return o, nil
 }
@@ -107,6 +141,8 @@ type Handler struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[*liveSession]struct{}
+	// perPrincipal counts live's sessions by principal ID.
+	perPrincipal map[string]int
 	// epoch counts the calls of Reauthenticate and EndSessions: a session
 	// whose handshake was authenticated in an older epoch authenticates
 	// again before it serves its first request.
@@ -131,7 +167,8 @@ func NewHandler(srv *dispatch.Server, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Handler{srv: srv, opts: opts, base: base, stop: stop, live: map[*liveSession]struct{}{}}, nil
+	return &Handler{srv: srv, opts: opts, base: base, stop: stop, live: map[*liveSession]struct{}{},
+		perPrincipal: map[string]int{}}, nil
 }
 
 // Sessions returns the number of sessions being served.
@@ -249,21 +286,32 @@ func (h *Handler) recheck(r *http.Request, p statestore.Principal, epoch uint64)
 	return nil
 }
 
-// begin registers a new session, or reports that the Handler is closed.
-func (h *Handler) begin(ls *liveSession) bool {
+// errClosed refuses a session once the Handler is closed.
+var errClosed = errors.New("wstransport: the server is shutting down")
+
+// begin registers a new session: errClosed when the Handler is closed, a
+// *ConnLimitError when its principal has all the sessions it may have.
+func (h *Handler) begin(ls *liveSession) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return false
+		return errClosed
 	}
+	if n := h.perPrincipal[ls.p.ID]; n >= h.opts.MaxSessionsPerPrincipal {
+		return &ConnLimitError{Bound: BoundSessionsPerPrincipal, Limit: h.opts.MaxSessionsPerPrincipal, Principal: ls.p.ID}
+	}
+	h.perPrincipal[ls.p.ID]++
 	h.live[ls] = struct{}{}
 	h.wg.Add(1)
-	return true
+	return nil
 }
 
 func (h *Handler) end(ls *liveSession) {
 	h.mu.Lock()
 	delete(h.live, ls)
+	if h.perPrincipal[ls.p.ID]--; h.perPrincipal[ls.p.ID] == 0 {
+		delete(h.perPrincipal, ls.p.ID)
+	}
 	h.mu.Unlock()
 	h.wg.Done()
 }
@@ -285,8 +333,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(h.base)
 	defer cancel(nil)
 	ls := &liveSession{p: p, cancel: cancel}
-	if !h.begin(ls) {
-		http.Error(w, "wstransport: the server is shutting down", http.StatusServiceUnavailable)
+	if err := h.begin(ls); err != nil {
+		status := http.StatusServiceUnavailable
+		if !errors.Is(err, errClosed) {
+			w.Header().Set("Retry-After", "1")
+			status = http.StatusTooManyRequests
+		}
+		http.Error(w, err.Error(), status)
 		return
 	}
 	defer h.end(ls)
@@ -296,7 +349,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the response
 	}
 	c.SetReadLimit(h.opts.MaxMessageBytes)
-	conn := newConn(h.base, ctx, c, h.opts.WriteTimeout, h.opts.MaxMessageBytes)
+	conn := newConn(h.base, ctx, c, h.opts.WriteTimeout, h.opts.MessageTimeout, h.opts.MaxMessageBytes)
 	// Serve opens the store session before the first Recv: a principal
 	// confirmed there is the one the store session runs as.
 	conn.beforeFirst = func() error { return h.recheck(r, p, epoch) }

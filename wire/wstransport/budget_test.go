@@ -1,0 +1,286 @@
+package wstransport_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/wire/dispatch"
+	"github.com/keeppeek/statestore/wire/wstransport"
+)
+
+// budgetServer serves h on a loopback listener wrapped by a budget of max
+// connections.
+func budgetServer(t *testing.T, max int, h http.Handler) (*wstransport.ConnBudget, string) {
+	t.Helper()
+	b, err := wstransport.NewConnBudget(max, "test.max_connections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: hangGuard}
+	go srv.Serve(b.Listen(ln, true))
+	t.Cleanup(func() { srv.Close() })
+	return b, ln.Addr().String()
+}
+
+// getOn sends one GET on c and returns the response.
+func getOn(t *testing.T, c net.Conn, r *bufio.Reader) *http.Response {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(hangGuard))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Header.Set("X-Body", string(body))
+	return resp
+}
+
+// TestConnBudgetRefusesOverTheCap: connections up to the cap are served and
+// stay counted while open (kept alive, idle), the next one is answered 503
+// naming the bound, and closing one makes room again.
+func TestConnBudgetRefusesOverTheCap(t *testing.T) {
+	t.Parallel()
+	b, addr := budgetServer(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	var held []net.Conn
+	for i := range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if resp := getOn(t, c, bufio.NewReader(c)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d under the cap: HTTP %d", i, resp.StatusCode)
+		}
+		held = append(held, c)
+	}
+	if n := b.Active(); n != 2 {
+		t.Fatalf("Active = %d with two idle keep-alive connections", n)
+	}
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	resp := getOn(t, over, bufio.NewReader(over))
+	if body := resp.Header.Get("X-Body"); resp.StatusCode != http.StatusServiceUnavailable ||
+		!strings.Contains(body, "test.max_connections") || !strings.Contains(body, "2 connections") {
+		t.Fatalf("over the cap: HTTP %d %q, want 503 naming test.max_connections and its value", resp.StatusCode, body)
+	}
+	if b.Refused() != 1 {
+		t.Errorf("Refused = %d", b.Refused())
+	}
+	// The refused connection is closed by the server once answered.
+	over.SetReadDeadline(time.Now().Add(hangGuard))
+	if _, err := over.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the refused connection was not closed: %v", err)
+	}
+	held[0].Close()
+	deadline := time.Now().Add(hangGuard)
+	for b.Active() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed connection is still counted: Active = %d", b.Active())
+		}
+		// The server notices the close on its next read: poll, within
+		// the guard.
+		<-time.After(5 * time.Millisecond)
+	}
+	again, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if resp := getOn(t, again, bufio.NewReader(again)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a close: HTTP %d, want room again", resp.StatusCode)
+	}
+}
+
+func TestNewConnBudgetRefusesANonPositiveCap(t *testing.T) {
+	t.Parallel()
+	for _, max := range []int{0, -1} {
+		var oe *wstransport.OptionError
+		if _, err := wstransport.NewConnBudget(max, "x"); !errors.As(err, &oe) || oe.Field != "MaxConnections" {
+			t.Errorf("NewConnBudget(%d) = %v, want an OptionError naming MaxConnections", max, err)
+		}
+	}
+}
+
+// TestConnectionsForDescriptorsKeepsTheReserve: the connections' share is
+// the soft limit less what is open, the reserve and the refusals, and a
+// reserve that leaves nothing is an error naming RLIMIT_NOFILE.
+func TestConnectionsForDescriptorsKeepsTheReserve(t *testing.T) {
+	t.Parallel()
+	d, err := wstransport.ConnectionsForDescriptors(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Open < 3 || d.Connections != d.Limit-d.Open-64-wstransport.MaxRefusing-1 {
+		t.Fatalf("%+v", d)
+	}
+	if _, err := wstransport.ConnectionsForDescriptors(d.Limit); err == nil || !strings.Contains(err.Error(), "RLIMIT_NOFILE") {
+		t.Fatalf("a reserve of the whole limit: %v, want an error naming RLIMIT_NOFILE", err)
+	}
+}
+
+// TestSessionsPerPrincipalAnswered429: a principal at its session bound
+// is refused 429 naming the bound, before the upgrade; another principal
+// is not, and an ended session frees its place.
+func TestSessionsPerPrincipalAnswered429(t *testing.T) {
+	t.Parallel()
+	auth := wstransport.AuthenticatorFunc(func(r *http.Request) (statestore.Principal, error) {
+		return statestore.Principal{ID: r.URL.Query().Get("p")}, nil
+	})
+	e := newEnv(t, envOptions{transport: wstransport.Options{Authenticator: auth, MaxSessionsPerPrincipal: 2}})
+	dial := func(p string) (*wstransport.ClientConn, error) {
+		return wstransport.Dial(ctx, e.url+"?p="+p, wstransport.DialOptions{})
+	}
+	var alice []*wstransport.ClientConn
+	for range 2 {
+		c, err := dial("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Abort()
+		alice = append(alice, c)
+	}
+	_, err := dial("alice")
+	var de *wstransport.DialError
+	if !errors.As(err, &de) || de.Status != http.StatusTooManyRequests {
+		t.Fatalf("alice's third session: %v, want HTTP 429", err)
+	}
+	if n := e.h.Sessions(); n != 2 {
+		t.Errorf("%d sessions after the refusal", n)
+	}
+	bob, err := dial("bob")
+	if err != nil {
+		t.Fatalf("bob is refused for alice's sessions: %v", err)
+	}
+	defer bob.Abort()
+	alice[0].Close()
+	if err := e.waitEnded(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dial("alice")
+	if err != nil {
+		t.Fatalf("after one of alice's sessions ended: %v", err)
+	}
+	c.Abort()
+}
+
+// TestSessionLimitBodyNamesTheBound reads the 429's body: the principal,
+// the bound's name and its value.
+func TestSessionLimitBodyNamesTheBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{transport: wstransport.Options{MaxSessionsPerPrincipal: 1}})
+	e.dial()
+	req, _ := http.NewRequest("GET", e.srv.URL, nil)
+	req.Header = bearer(token)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), wstransport.BoundSessionsPerPrincipal) ||
+		!strings.Contains(string(body), `"coordinator"`) || !strings.Contains(string(body), " 1 ") {
+		t.Fatalf("HTTP %d %q, want 429 naming the principal, %q and 1", resp.StatusCode, body, wstransport.BoundSessionsPerPrincipal)
+	}
+}
+
+// rawUpgrade opens a TCP connection to the env's server and makes the
+// WebSocket handshake by hand, so a test can then send bytes no client
+// library would.
+func rawUpgrade(t *testing.T, e *env) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(hangGuard))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer "+token+"\r\n\r\n")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	return c, r
+}
+
+// TestAMessageThatStopsMidwayEndsTheSession: a frame header announcing
+// 2^62 bytes, then nothing: the session ends once Options.MessageTimeout
+// has passed since the header, with a MessageTimeoutError, and the
+// connection is closed.
+func TestAMessageThatStopsMidwayEndsTheSession(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	e := newEnv(t, envOptions{transport: wstransport.Options{MessageTimeout: timeout}})
+	c, r := rawUpgrade(t, e)
+	// FIN, binary; masked, 64-bit length 2^62; the mask key; no payload.
+	header := []byte{0x82, 0x80 | 127, 0x40, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}
+	if _, err := c.Write(header); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	err := e.waitEnded()
+	var mt *wstransport.MessageTimeoutError
+	if !errors.As(err, &mt) || mt.Timeout != timeout {
+		t.Fatalf("the session ended with %v, want a MessageTimeoutError naming %v", err, timeout)
+	}
+	if d := time.Since(sent); d < timeout {
+		t.Errorf("ended %v after the header, before the %v bound", d, timeout)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil && !isClosed(err) {
+		t.Errorf("the connection was not closed: %v", err)
+	}
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset")
+}
+
+// TestIdleSessionIsClosedGoingAway: over WebSocket, a session the
+// dispatcher ends idle is closed 1001 with the reason, and Ended gets the
+// IdleError.
+func TestIdleSessionIsClosedGoingAway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dispatch: dispatch.Options{IdleTimeout: 100 * time.Millisecond}})
+	// The library's own client: wstransport.ClientConn reports a 1001 as
+	// io.EOF.
+	c, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: bearer(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	rctx, cancel := context.WithTimeout(ctx, hangGuard)
+	defer cancel()
+	_, _, err = c.Read(rctx)
+	if websocket.CloseStatus(err) != websocket.StatusGoingAway || !strings.Contains(err.Error(), "idle for 100ms") {
+		t.Fatalf("the idle session's end: %v, want close 1001 \"idle for 100ms\"", err)
+	}
+	if err := e.waitEnded(); !errors.Is(err, dispatch.ErrIdle) {
+		t.Fatalf("Ended got %v, want dispatch.ErrIdle", err)
+	}
+}
