@@ -32,7 +32,8 @@ at most --max-connections at once (default, and upper bound, what RLIMIT_NOFILE 
 descriptors kept for the store's files; one more is answered 503 naming the bound), at most 256
 sessions of the principal (429), a connection that has not upgraded and sends nothing for
 --idle-timeout is closed, a session with no frame, request, queued answer or watch ends after 5
-minutes, and a message begun must arrive whole within 10 s. Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
+minutes, a message begun must arrive whole within 10 s, and the bytes queued to all clients
+together are at most 64 MiB (a session over its share is not read from until its queue drains). Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
 and the store is closed.`
 
 // servePrincipal is the administrator a development token authenticates as.

@@ -20,6 +20,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/rules"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -70,6 +71,14 @@ type serverSection struct {
 	// request, nothing queued and no watch for that long (default
 	// dispatch.DefaultIdleTimeout).
 	SessionIdleTimeout duration `toml:"session_idle_timeout"`
+	// MaxQueuedBytes bounds the bytes queued to every client together
+	// (default dispatch.DefaultMaxQueuedBytes).
+	MaxQueuedBytes int64 `toml:"max_queued_bytes"`
+	// MemoryLimit is the Go runtime's soft memory limit, in bytes
+	// (default memoryLimit's; GOMEMLIMIT in the environment wins): the
+	// collector works harder near it instead of letting the heap grow to
+	// twice what is live, so the budgets above bound resident memory.
+	MemoryLimit int64 `toml:"memory_limit"`
 }
 
 // defaultIdleTimeout is [server] idle_timeout's default: a browser keeps
@@ -214,6 +223,10 @@ func (c *config) check() error {
 		return bad("server.max_sessions_per_principal", "%d is negative", c.Server.MaxSessionsPerPrincipal)
 	case c.Server.IdleTimeout < 0:
 		return bad("server.idle_timeout", "%v is negative", time.Duration(c.Server.IdleTimeout))
+	case c.Server.MemoryLimit < 0:
+		return bad("server.memory_limit", "%d is negative", c.Server.MemoryLimit)
+	case c.Server.MaxQueuedBytes < 0:
+		return bad("server.max_queued_bytes", "%d is negative", c.Server.MaxQueuedBytes)
 	case c.Server.SessionIdleTimeout < 0:
 		return bad("server.session_idle_timeout", "%v is negative", time.Duration(c.Server.SessionIdleTimeout))
 	}
@@ -294,6 +307,23 @@ func checkHostPort(addr string) error {
 		return fmt.Errorf("%q: the port is not a number from 0 to 65535", addr)
 	}
 	return nil
+}
+
+// memoryLimit is [server] memory_limit, or by default room for the
+// store's values twice over (its tree and what a checkpoint encodes),
+// the clients' queues, and 64 MiB for the rest.
+func (c *config) memoryLimit() int64 {
+	if c.Server.MemoryLimit > 0 {
+		return c.Server.MemoryLimit
+	}
+	total, queued := c.Limits.MaxTotalBytes, c.Server.MaxQueuedBytes
+	if total == 0 {
+		total = quota.Default().MaxTotalBytes
+	}
+	if queued == 0 {
+		queued = dispatch.DefaultMaxQueuedBytes
+	}
+	return 2*total + queued + 64<<20
 }
 
 // idleTimeout is [server] idle_timeout, its default applied.

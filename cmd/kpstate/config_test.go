@@ -87,8 +87,15 @@ func TestConfigLoadsEveryKey(t *testing.T) {
 		t.Errorf("loaded %+v", c)
 	}
 	if c.Server != (serverSection{MaxConnections: 500, MaxSessionsPerPrincipal: 40, IdleTimeout: duration(45 * time.Second),
-		SessionIdleTimeout: duration(10 * time.Minute)}) || c.idleTimeout() != 45*time.Second {
+		SessionIdleTimeout: duration(10 * time.Minute), MaxQueuedBytes: 8 << 20,
+		MemoryLimit: 128 << 20}) || c.idleTimeout() != 45*time.Second {
 		t.Errorf("[server] loaded as %+v", c.Server)
+	}
+	if c.memoryLimit() != 128<<20 {
+		t.Errorf("memory_limit %d", c.memoryLimit())
+	}
+	if got := (&config{Limits: limitsConfig{MaxTotalBytes: 1 << 20}, Server: serverSection{MaxQueuedBytes: 4 << 20}}).memoryLimit(); got != 70<<20 {
+		t.Errorf("the derived memory limit is %d, want 2 x 1 MiB + 4 MiB + 64 MiB", got)
 	}
 	if (&config{}).idleTimeout() != defaultIdleTimeout {
 		t.Errorf("idle_timeout's default is not applied")

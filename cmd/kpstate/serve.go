@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"syscall"
 	"time"
@@ -46,7 +47,11 @@ store's files, so a flood of connections never fails a commit; one over is answe
 bound, or closed under TLS), max_sessions_per_principal (default 256; one more is answered 429),
 idle_timeout (a connection that has not upgraded and sends nothing for that long is closed; default
 30s), session_idle_timeout (a WebSocket session with no frame, request, queued answer or watch for that
-long ends, closed 1001; default 5m); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
+long ends, closed 1001; default 5m), max_queued_bytes (the bytes queued to all clients together, each
+session drawing up to its share: over it its reading pauses and its watch updates close the watch
+BUFFER_OVERFLOW; default 67108864), memory_limit (the Go runtime's soft memory limit, so these budgets
+bound resident memory; default twice limits.max_total_bytes plus max_queued_bytes plus 64 MiB;
+GOMEMLIMIT in the environment wins); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
 them). Relative paths are relative to the file's directory; an unknown key is an error naming it and its
 line. A listen or metrics_listen address that is not loopback needs [tls], or --insecure when a proxy
 in front terminates TLS. On start one line on stdout gives the WebSocket URL, the store's state and the
@@ -83,6 +88,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	log := cfg.logger(stderr)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.memoryLimit())
+	}
+	log.Info("memory limit", "bytes", debug.SetMemoryLimit(-1))
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	hup := make(chan os.Signal, 1)
@@ -179,7 +188,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		return nil, err
 	}
 	s.ins, err = inspector.New(inspector.Config{Store: s.store, Cause: s.cause, Auth: table, NoPage: !cfg.Inspector, Version: s.version,
-		Dispatch: dispatch.Options{IdleTimeout: time.Duration(cfg.Server.SessionIdleTimeout)},
+		Dispatch: dispatch.Options{IdleTimeout: time.Duration(cfg.Server.SessionIdleTimeout), MaxQueuedBytes: cfg.Server.MaxQueuedBytes},
 		Transport: wstransport.Options{OriginPatterns: cfg.AllowedOrigins, MaxSessionsPerPrincipal: cfg.Server.MaxSessionsPerPrincipal,
 			Started: func(p statestore.Principal) { log.Info("session started", "principal", p.ID, "admin", p.Admin) },
 			Ended: func(p statestore.Principal, err error) {
