@@ -34,6 +34,7 @@ type config struct {
 	MetricsListen  string            `toml:"metrics_listen"`
 	Inspector      bool              `toml:"inspector"`
 	AllowedOrigins []string          `toml:"allowed_origins"`
+	AllowedHosts   []string          `toml:"allowed_hosts"`
 	ConfigTOML     string            `toml:"config_toml"`
 	LogFormat      string            `toml:"log_format"`
 	LogLevel       string            `toml:"log_level"`
@@ -230,6 +231,11 @@ func (c *config) check() error {
 	case c.Server.SessionIdleTimeout < 0:
 		return bad("server.session_idle_timeout", "%v is negative", time.Duration(c.Server.SessionIdleTimeout))
 	}
+	for i, h := range c.AllowedHosts {
+		if _, err := wstransport.NewHostAllowList([]string{h}, "allowed_hosts"); err != nil {
+			return bad(fmt.Sprintf("allowed_hosts[%d]", i), "%q is not a host name pattern or an IP address (e.g. \"state.example.com\", \"*.example.net\", \"192.0.2.7\")", h)
+		}
+	}
 	switch c.LogFormat {
 	case "", "text", "json":
 	default:
@@ -326,6 +332,19 @@ func (c *config) memoryLimit() int64 {
 	return 2*total + queued + 64<<20
 }
 
+// hostAllowList is allowed_hosts, with the listen addresses' own IP
+// literals: a request naming the server by its address is never a
+// rebound page's, which carries its own site's name.
+func (c *config) hostAllowList() (*wstransport.HostAllowList, error) {
+	hosts := append([]string(nil), c.AllowedHosts...)
+	for _, addr := range []string{c.Listen, c.MetricsListen} {
+		if host, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(host) != nil && !net.ParseIP(host).IsUnspecified() {
+			hosts = append(hosts, host)
+		}
+	}
+	return wstransport.NewHostAllowList(hosts, "allowed_hosts")
+}
+
 // idleTimeout is [server] idle_timeout, its default applied.
 func (c *config) idleTimeout() time.Duration {
 	if c.Server.IdleTimeout == 0 {
@@ -388,6 +407,22 @@ func (c *config) checkExposure(insecure bool) error {
 		if f.addr != "" && !loopback(f.addr) {
 			return &configError{File: c.path, Field: f.name, Err: fmt.Errorf("%q is not a loopback address and [tls] names no certificate: "+
 				"bearer tokens would cross the network in clear. Configure [tls], or pass --insecure if a proxy in front terminates TLS", f.addr)}
+		}
+	}
+	return nil
+}
+
+// checkHosts refuses a listen or metrics_listen on every interface
+// without allowed_hosts: the server could not tell its clients' Host
+// headers from a rebound page's, and would refuse them all.
+func (c *config) checkHosts() error {
+	if len(c.AllowedHosts) > 0 {
+		return nil
+	}
+	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"metrics_listen", c.MetricsListen}} {
+		if host, _, _ := net.SplitHostPort(f.addr); f.addr != "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
+			return &configError{File: c.path, Field: "allowed_hosts", Err: fmt.Errorf("required when %s (%q) is every interface: "+
+				"the names and addresses clients reach the server by (a request with another Host header is answered 421)", f.name, f.addr)}
 		}
 	}
 	return nil

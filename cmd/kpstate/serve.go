@@ -35,6 +35,9 @@ token's SHA-256. If the store cannot be opened (another process holds its LOCK, 
 the server still runs and answers every request UNAVAILABLE with the cause. The configuration is TOML:
 data_dir (required), listen (required, HOST:PORT), metrics_listen (Prometheus at /metrics), inspector
 (true serves the inspector page at /; open it as /#token=TOKEN), allowed_origins (browser origins besides the server's own),
+allowed_hosts (the names and addresses clients reach the server by, host patterns or IP addresses; a
+request with another Host header is answered 421 before authentication; loopback names and the listen
+addresses' own IPs are always allowed; required when listen is every interface),
 config_toml (the media server's config.toml, for settings-backed namespaces), log_format ("text" or
 "json"), log_level (debug, info, warn, error); [tls] cert_file and key_file; [limits] with the store's
 bounds in snake_case (max_namespaces, max_entries_per_namespace, max_total_bytes, max_document_bytes,
@@ -81,6 +84,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	if err := cfg.checkExposure(*insecure); err != nil {
+		return c.Fail(exitUsage, "%v", err)
+	}
+	if err := cfg.checkHosts(); err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	tlsConf, err := cfg.loadTLS()
@@ -202,11 +208,18 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		s.closeStore()
 		return nil, err
 	}
+	hosts, err := cfg.hostAllowList()
+	if err != nil {
+		s.closeStore()
+		return nil, &configError{File: cfg.path, Field: "allowed_hosts", Err: err}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", s.ins)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	if err := s.listen(cfg.Listen, "listen", mux, tlsConf); err != nil {
+	// The Host check comes first: a rebound page is refused before it can
+	// try a token.
+	if err := s.listen(cfg.Listen, "listen", hosts.Handler(mux), tlsConf); err != nil {
 		s.shutdown()
 		return nil, err
 	}
@@ -217,7 +230,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		}
 		mm := http.NewServeMux()
 		mm.Handle("GET /metrics", promstats.Handler(src))
-		if err := s.listen(cfg.MetricsListen, "metrics_listen", mm, tlsConf); err != nil {
+		if err := s.listen(cfg.MetricsListen, "metrics_listen", hosts.Handler(mm), tlsConf); err != nil {
 			s.shutdown()
 			return nil, err
 		}
