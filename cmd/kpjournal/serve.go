@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/keeppeek/statestore/internal/buildinfo"
@@ -24,29 +26,37 @@ namespaces, and for each one watched its entries and revisions, updating live ov
 that speaks the wire protocol, with every close reason shown. The page's client follows the
 specification's watch rules (snapshot first, updates only in sequence, acknowledgements, a new
 snapshot after a gap, a closure or a disconnect). Every request carries the development token,
-which grants an administrator principal: without --dev-token a random one is made, and the URL
-printed at start carries it. The server listens on loopback addresses only unless --allow-remote
-is given. If the store cannot be opened (another process holds its LOCK, its journal is damaged)
+which grants an administrator principal. It is read from --dev-token-file (its first line), or
+--dev-token (visible to every user in the process list: prefer the others), else from the
+environment variable KPJOURNAL_DEV_TOKEN, else a random one is made; the URL printed at start
+carries it.
+The server listens on loopback addresses only unless --allow-remote is given, and answers 421,
+before any token is looked at, a request whose Host header is not a loopback name, the listen
+address or an --allowed-host (so a page DNS rebinding pointed here cannot try one). If the store cannot be opened (another process holds its LOCK, its journal is damaged)
 the page still loads, says why, and every request is answered UNAVAILABLE. Connections are budgeted:
 at most --max-connections at once (default, and upper bound, what RLIMIT_NOFILE leaves after 64
 descriptors kept for the store's files; one more is answered 503 naming the bound), at most 256
 sessions of the principal (429), a connection that has not upgraded and sends nothing for
 --idle-timeout is closed, a session with no frame, request, queued answer or watch ends after 5
-minutes, and a message begun must arrive whole within 10 s. Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
+minutes, a message begun must arrive whole within 10 s, and the bytes queued to all clients
+together are at most 64 MiB (a session over its share is not read from until its queue drains). Stop with Ctrl-C: the WebSocket sessions end, their watches are removed,
 and the store is closed.`
 
 // servePrincipal is the administrator a development token authenticates as.
 var servePrincipal = statestore.Principal{ID: "kpjournal-serve", Admin: true}
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	c := newCLI("serve", "--dir DIR [--listen ADDR] [--dev-token TOKEN] [--allow-remote]", serveAbout, []string{
+	c := newCLI("serve", "--dir DIR [--listen ADDR] [--dev-token-file FILE] [--allow-remote [--allowed-host NAME]...]", serveAbout, []string{
 		"kpjournal serve --dir /tmp/kp-demo --listen 127.0.0.1:8765",
 		"kpjournal demo --dir /tmp/kp-demo && kpjournal serve --dir /tmp/kp-demo",
+		"KPJOURNAL_DEV_TOKEN=$(cat dev.token) kpjournal serve --dir /tmp/kp-demo",
 	}, stdout, stderr)
 	c.dirFlag()
 	c.jsonFlag()
 	listen := c.FS.String("listen", "127.0.0.1:8765", "serve on `ADDR` (HOST:PORT; a bare :PORT is 127.0.0.1:PORT)")
-	token := c.FS.String("dev-token", "", "the development token that every request must carry (default: a random one, printed with the URL)")
+	token := c.FS.String("dev-token", "", "the development token that every request must carry; visible in the process list, prefer --dev-token-file or KPJOURNAL_DEV_TOKEN (default: a random one, printed with the URL)")
+	tokenFile := c.FS.String("dev-token-file", "", "read the development token from the first line of `FILE`")
+	hostNames := c.FS.StringSlice("allowed-host", nil, "also serve requests whose Host header is `NAME` (a host pattern or an IP address; repeatable)")
 	maxConns := c.FS.Int("max-connections", 0, "hold at most `N` connections at once (0: what RLIMIT_NOFILE leaves beside the store's descriptors, also the upper bound)")
 	idle := c.FS.Duration("idle-timeout", defaultIdleTimeout, "close a connection that has not upgraded and sends no request for `D`")
 	remote := c.FS.Bool("allow-remote", false, "allow a non-loopback --listen address (the token is then the only protection, sent in clear over HTTP)")
@@ -63,10 +73,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *maxConns < 0 || *idle <= 0 {
 		return c.UsageError("--max-connections %d, --idle-timeout %v: want N >= 0 and a positive duration", *maxConns, *idle)
 	}
-	if *token == "" {
-		b := make([]byte, 16)
-		rand.Read(b)
-		*token = hex.EncodeToString(b)
+	tok, err := devToken(*token, *tokenFile, os.Getenv(devTokenEnv))
+	if err != nil {
+		return c.UsageError("%v", err)
+	}
+	hosts := append([]string(nil), *hostNames...)
+	if h, _, _ := net.SplitHostPort(addr); net.ParseIP(h) != nil && !net.ParseIP(h).IsUnspecified() {
+		hosts = append(hosts, h) // the server named by its own address
+	}
+	allow, err := wstransport.NewHostAllowList(hosts, "--allowed-host")
+	if err != nil {
+		return c.UsageError("--allowed-host: %v", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -74,10 +91,42 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := stopContext()
 	defer stop()
-	if err := serve(ctx, ln, serveLimits{maxConns: *maxConns, idle: *idle}, c.dir, *token, c.json, stdout, stderr); err != nil {
+	if err := serve(ctx, ln, serveLimits{maxConns: *maxConns, idle: *idle, hosts: allow}, c.dir, tok, c.json, stdout, stderr); err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	return exitOK
+}
+
+// devTokenEnv is the environment variable kpjournal serve reads the
+// development token from.
+const devTokenEnv = "KPJOURNAL_DEV_TOKEN"
+
+// devToken picks the development token: --dev-token-file's first line or
+// --dev-token, else the environment's, else a random one. Giving
+// both flags is refused; so is a file that cannot be read or holds no
+// token.
+func devToken(flag, file, env string) (string, error) {
+	switch {
+	case flag != "" && file != "":
+		return "", errors.New("--dev-token and --dev-token-file both given: pass one (the file keeps the token out of the process list)")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--dev-token-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if tok := strings.TrimSpace(line); tok != "" {
+			return tok, nil
+		}
+		return "", fmt.Errorf("--dev-token-file %s: its first line holds no token", file)
+	case flag != "":
+		return flag, nil
+	case strings.TrimSpace(env) != "":
+		return strings.TrimSpace(env), nil
+	}
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b), nil
 }
 
 // serveAddr resolves --listen and refuses a non-loopback host unless
@@ -112,6 +161,7 @@ const descriptorReserve = 64
 type serveLimits struct {
 	maxConns int           // 0: derived from RLIMIT_NOFILE
 	idle     time.Duration // for connections not upgraded
+	hosts    *wstransport.HostAllowList
 }
 
 // serve runs the inspector on ln until ctx ends. A store that fails to
@@ -159,7 +209,11 @@ func serve(ctx context.Context, ln net.Listener, lim serveLimits, dir, token str
 	}
 	// ReadHeaderTimeout also bounds a connection that sends nothing;
 	// IdleTimeout one that idles after a request.
-	srv := &http.Server{Handler: ins, ReadHeaderTimeout: min(lim.idle, 10*time.Second), IdleTimeout: lim.idle}
+	var h http.Handler = ins
+	if lim.hosts != nil {
+		h = lim.hosts.Handler(ins) // before the token is looked at
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(lim.idle, 10*time.Second), IdleTimeout: lim.idle}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	start := serveStart{URL: fmt.Sprintf("http://%s/#token=%s", ln.Addr(), token), Store: "open"}

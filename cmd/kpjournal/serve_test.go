@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,13 @@ type served struct {
 // test stops it, as Ctrl-C would.
 func startServe(t *testing.T, dir string) *served {
 	t.Helper()
+	return startServeArgs(t, dir, "tok", "--dev-token", "tok")
+}
+
+// startServeArgs is startServe with the token flags of the test's own;
+// want is the token the URL must carry.
+func startServeArgs(t *testing.T, dir, want string, tokenArgs ...string) *served {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	orig := stopContext
 	stopContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
@@ -77,7 +86,7 @@ func startServe(t *testing.T, dir string) *served {
 	pr, pw := io.Pipe()
 	s := &served{stop: cancel, exit: make(chan int, 1), errb: new(bytes.Buffer)}
 	go func() {
-		s.exit <- run([]string{"serve", "--dir", dir, "--listen", "127.0.0.1:0", "--dev-token", "tok", "--json"}, pw, s.errb)
+		s.exit <- run(append([]string{"serve", "--dir", dir, "--listen", "127.0.0.1:0", "--json"}, tokenArgs...), pw, s.errb)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)
@@ -88,7 +97,7 @@ func startServe(t *testing.T, dir string) *served {
 		t.Fatalf("serve --json printed %q: %v", sc.Text(), err)
 	}
 	base, token, ok := strings.Cut(s.start.URL, "/#token=")
-	if !ok || token != "tok" {
+	if !ok || token != want {
 		t.Fatalf("url %q does not carry the token", s.start.URL)
 	}
 	s.base, s.token = base, token
@@ -192,5 +201,86 @@ func TestServeAStoreThatCannotOpenAnswersUnavailable(t *testing.T) {
 	}
 	if !strings.Contains(s.errb.String(), "serving it UNAVAILABLE") {
 		t.Errorf("stderr %q does not say the store is served UNAVAILABLE", s.errb)
+	}
+}
+
+func TestDevToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good, empty := filepath.Join(dir, "good"), filepath.Join(dir, "empty")
+	os.WriteFile(good, []byte("  from-file \nsecond line\n"), 0o600)
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	cases := []struct {
+		flag, file, env string
+		want            string // "" = refused; "random" = 32 hex digits
+	}{
+		{"", good, "", "from-file"},
+		{"", good, "from-env", "from-file"},
+		{"from-flag", "", "from-env", "from-flag"},
+		{"", "", " from-env\n", "from-env"},
+		{"", "", "", "random"},
+		{"from-flag", good, "", ""},
+		{"", empty, "", ""},
+		{"", filepath.Join(dir, "missing"), "", ""},
+	}
+	for _, c := range cases {
+		got, err := devToken(c.flag, c.file, c.env)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%+v: %q, want a refusal", c, got)
+		case c.want == "random" && (err != nil || len(got) != 32):
+			t.Errorf("%+v: %q, %v; want a random token", c, got, err)
+		case c.want != "" && c.want != "random" && (err != nil || got != c.want):
+			t.Errorf("%+v: %q, %v; want %q", c, got, err, c.want)
+		}
+	}
+}
+
+func TestServeTakesTheTokenFromAFileOrTheEnvironment(t *testing.T) {
+	// Serial: startServe swaps the package-level stopContext, and the
+	// environment is the process's.
+	file := filepath.Join(t.TempDir(), "dev.token")
+	if err := os.WriteFile(file, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServeArgs(t, t.TempDir(), "file-token", "--dev-token-file", file)
+	if info := s.info(t); info.Principal != servePrincipal.ID {
+		t.Fatalf("api/info with the file's token: %+v", info)
+	}
+	s.stop()
+	<-s.exit
+	s.exit <- exitOK
+	t.Setenv(devTokenEnv, "env-token")
+	s = startServeArgs(t, t.TempDir(), "env-token")
+	if info := s.info(t); info.Principal != servePrincipal.ID {
+		t.Fatalf("api/info with the environment's token: %+v", info)
+	}
+}
+
+// TestServeRefusesAForeignHost: a request whose Host is not loopback is
+// answered 421 before the token is looked at (it carries none).
+func TestServeRefusesAForeignHost(t *testing.T) {
+	// Serial: startServe swaps the package-level stopContext.
+	s := startServe(t, t.TempDir())
+	req, _ := http.NewRequest("GET", s.base+"/api/info", nil)
+	req.Host = "rebound.example.net"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(string(body), "--allowed-host") {
+		t.Fatalf("HTTP %d %q, want 421 naming --allowed-host", resp.StatusCode, body)
+	}
+	req, _ = http.NewRequest("GET", s.base+"/api/info", nil)
+	req.Host = strings.Replace(strings.TrimPrefix(s.base, "http://"), "127.0.0.1", "localhost", 1)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("Host localhost without a token: HTTP %d, want 401 (past the Host check)", resp.StatusCode)
 	}
 }

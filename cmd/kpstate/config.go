@@ -20,6 +20,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/rules"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -33,6 +34,7 @@ type config struct {
 	MetricsListen  string            `toml:"metrics_listen"`
 	Inspector      bool              `toml:"inspector"`
 	AllowedOrigins []string          `toml:"allowed_origins"`
+	AllowedHosts   []string          `toml:"allowed_hosts"`
 	ConfigTOML     string            `toml:"config_toml"`
 	LogFormat      string            `toml:"log_format"`
 	LogLevel       string            `toml:"log_level"`
@@ -70,6 +72,14 @@ type serverSection struct {
 	// request, nothing queued and no watch for that long (default
 	// dispatch.DefaultIdleTimeout).
 	SessionIdleTimeout duration `toml:"session_idle_timeout"`
+	// MaxQueuedBytes bounds the bytes queued to every client together
+	// (default dispatch.DefaultMaxQueuedBytes).
+	MaxQueuedBytes int64 `toml:"max_queued_bytes"`
+	// MemoryLimit is the Go runtime's soft memory limit, in bytes
+	// (default memoryLimit's; GOMEMLIMIT in the environment wins): the
+	// collector works harder near it instead of letting the heap grow to
+	// twice what is live, so the budgets above bound resident memory.
+	MemoryLimit int64 `toml:"memory_limit"`
 }
 
 // defaultIdleTimeout is [server] idle_timeout's default: a browser keeps
@@ -214,8 +224,17 @@ func (c *config) check() error {
 		return bad("server.max_sessions_per_principal", "%d is negative", c.Server.MaxSessionsPerPrincipal)
 	case c.Server.IdleTimeout < 0:
 		return bad("server.idle_timeout", "%v is negative", time.Duration(c.Server.IdleTimeout))
+	case c.Server.MemoryLimit < 0:
+		return bad("server.memory_limit", "%d is negative", c.Server.MemoryLimit)
+	case c.Server.MaxQueuedBytes < 0:
+		return bad("server.max_queued_bytes", "%d is negative", c.Server.MaxQueuedBytes)
 	case c.Server.SessionIdleTimeout < 0:
 		return bad("server.session_idle_timeout", "%v is negative", time.Duration(c.Server.SessionIdleTimeout))
+	}
+	for i, h := range c.AllowedHosts {
+		if _, err := wstransport.NewHostAllowList([]string{h}, "allowed_hosts"); err != nil {
+			return bad(fmt.Sprintf("allowed_hosts[%d]", i), "%q is not a host name pattern or an IP address (e.g. \"state.example.com\", \"*.example.net\", \"192.0.2.7\")", h)
+		}
 	}
 	switch c.LogFormat {
 	case "", "text", "json":
@@ -296,6 +315,36 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
+// memoryLimit is [server] memory_limit, or by default room for the
+// store's values twice over (its tree and what a checkpoint encodes),
+// the clients' queues, and 64 MiB for the rest.
+func (c *config) memoryLimit() int64 {
+	if c.Server.MemoryLimit > 0 {
+		return c.Server.MemoryLimit
+	}
+	total, queued := c.Limits.MaxTotalBytes, c.Server.MaxQueuedBytes
+	if total == 0 {
+		total = quota.Default().MaxTotalBytes
+	}
+	if queued == 0 {
+		queued = dispatch.DefaultMaxQueuedBytes
+	}
+	return 2*total + queued + 64<<20
+}
+
+// hostAllowList is allowed_hosts, with the listen addresses' own IP
+// literals: a request naming the server by its address is never a
+// rebound page's, which carries its own site's name.
+func (c *config) hostAllowList() (*wstransport.HostAllowList, error) {
+	hosts := append([]string(nil), c.AllowedHosts...)
+	for _, addr := range []string{c.Listen, c.MetricsListen} {
+		if host, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(host) != nil && !net.ParseIP(host).IsUnspecified() {
+			hosts = append(hosts, host)
+		}
+	}
+	return wstransport.NewHostAllowList(hosts, "allowed_hosts")
+}
+
 // idleTimeout is [server] idle_timeout, its default applied.
 func (c *config) idleTimeout() time.Duration {
 	if c.Server.IdleTimeout == 0 {
@@ -358,6 +407,22 @@ func (c *config) checkExposure(insecure bool) error {
 		if f.addr != "" && !loopback(f.addr) {
 			return &configError{File: c.path, Field: f.name, Err: fmt.Errorf("%q is not a loopback address and [tls] names no certificate: "+
 				"bearer tokens would cross the network in clear. Configure [tls], or pass --insecure if a proxy in front terminates TLS", f.addr)}
+		}
+	}
+	return nil
+}
+
+// checkHosts refuses a listen or metrics_listen on every interface
+// without allowed_hosts: the server could not tell its clients' Host
+// headers from a rebound page's, and would refuse them all.
+func (c *config) checkHosts() error {
+	if len(c.AllowedHosts) > 0 {
+		return nil
+	}
+	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"metrics_listen", c.MetricsListen}} {
+		if host, _, _ := net.SplitHostPort(f.addr); f.addr != "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
+			return &configError{File: c.path, Field: "allowed_hosts", Err: fmt.Errorf("required when %s (%q) is every interface: "+
+				"the names and addresses clients reach the server by (a request with another Host header is answered 421)", f.name, f.addr)}
 		}
 	}
 	return nil

@@ -36,6 +36,7 @@ func TestConfigRefusals(t *testing.T) {
 		{"bad-log-format.toml", `: log_format: "xml": want "text" or "json"`},
 		{"bad-log-level.toml", `: log_level: "loud": want debug, info, warn or error`},
 		{"bad-origin.toml", `: allowed_origins[0]: "[bad" is not a host pattern`},
+		{"bad-host.toml", `: allowed_hosts[1]: "a/b" is not a host name pattern or an IP address`},
 		{"tls-cert-only.toml", ": tls.key_file: required with tls.cert_file"},
 		{"tls-key-only.toml", ": tls.cert_file: required with tls.key_file"},
 		{"principal-no-id.toml", ": principal[1].id: required"},
@@ -82,13 +83,20 @@ func TestConfigLoadsEveryKey(t *testing.T) {
 	}
 	dir := filepath.Join("testdata", "config")
 	if c.DataDir != filepath.Join(dir, "data") || c.Listen != "127.0.0.1:8765" || c.MetricsListen != "127.0.0.1:9464" || !c.Inspector ||
-		!slices.Equal(c.AllowedOrigins, []string{"app.example.com", "*.example.net"}) || c.ConfigTOML != "/etc/keeppeek/config.toml" ||
+		!slices.Equal(c.AllowedOrigins, []string{"app.example.com", "*.example.net"}) || !slices.Equal(c.AllowedHosts, []string{"state.example.com", "192.0.2.7"}) || c.ConfigTOML != "/etc/keeppeek/config.toml" ||
 		c.LogFormat != "json" || c.level.String() != "DEBUG" || c.TLS.CertFile != "/etc/kpstate/cert.pem" || c.TLS.KeyFile != filepath.Join(dir, "key.pem") {
 		t.Errorf("loaded %+v", c)
 	}
 	if c.Server != (serverSection{MaxConnections: 500, MaxSessionsPerPrincipal: 40, IdleTimeout: duration(45 * time.Second),
-		SessionIdleTimeout: duration(10 * time.Minute)}) || c.idleTimeout() != 45*time.Second {
+		SessionIdleTimeout: duration(10 * time.Minute), MaxQueuedBytes: 8 << 20,
+		MemoryLimit: 128 << 20}) || c.idleTimeout() != 45*time.Second {
 		t.Errorf("[server] loaded as %+v", c.Server)
+	}
+	if c.memoryLimit() != 128<<20 {
+		t.Errorf("memory_limit %d", c.memoryLimit())
+	}
+	if got := (&config{Limits: limitsConfig{MaxTotalBytes: 1 << 20}, Server: serverSection{MaxQueuedBytes: 4 << 20}}).memoryLimit(); got != 70<<20 {
+		t.Errorf("the derived memory limit is %d, want 2 x 1 MiB + 4 MiB + 64 MiB", got)
 	}
 	if (&config{}).idleTimeout() != defaultIdleTimeout {
 		t.Errorf("idle_timeout's default is not applied")
@@ -187,6 +195,41 @@ func TestExposure(t *testing.T) {
 			t.Errorf("%+v: refused: %v", c, err)
 		case c.refused != "" && (!errors.As(err, &ce) || ce.Field != c.refused || !strings.Contains(err.Error(), "--insecure")):
 			t.Errorf("%+v: %v, want %s refused naming --insecure", c, err, c.refused)
+		}
+	}
+}
+
+func TestHostsRequiredOnEveryInterface(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		listen, metrics string
+		hosts           []string
+		refused         bool
+	}{
+		{"127.0.0.1:8765", "", nil, false},
+		{"192.0.2.7:8765", "", nil, false}, // its own address is allowed
+		{"0.0.0.0:8765", "", nil, true},
+		{":8765", "", nil, true},
+		{"[::]:8765", "", nil, true},
+		{"127.0.0.1:8765", "0.0.0.0:9464", nil, true},
+		{"0.0.0.0:8765", "", []string{"state.example.com"}, false},
+	}
+	for _, c := range cases {
+		cfg := &config{path: "k.toml", Listen: c.listen, MetricsListen: c.metrics, AllowedHosts: c.hosts}
+		err := cfg.checkHosts()
+		var ce *configError
+		if c.refused != (err != nil) || (err != nil && (!errors.As(err, &ce) || ce.Field != "allowed_hosts")) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	cfg := &config{Listen: "192.0.2.7:8765", AllowedHosts: []string{"state.example.com"}}
+	l, err := cfg.hostAllowList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{"192.0.2.7:8765": true, "state.example.com": true, "localhost:8765": true, "rebound.example.net": false} {
+		if l.Allows(host) != want {
+			t.Errorf("Allows(%q) = %v", host, !want)
 		}
 	}
 }

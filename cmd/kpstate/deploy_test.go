@@ -111,6 +111,9 @@ func TestDeployUnitAndExample(t *testing.T) {
 	if err := cfg.checkExposure(false); err != nil {
 		t.Errorf("the example would be refused: %v", err)
 	}
+	if err := cfg.checkHosts(); err != nil {
+		t.Errorf("the example would be refused: %v", err)
+	}
 	b, err := os.ReadFile(example)
 	if err != nil {
 		t.Fatal(err)

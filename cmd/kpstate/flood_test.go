@@ -219,10 +219,3 @@ func TestConnectionFloodNeverFailsACommit(t *testing.T) {
 		t.Errorf("/healthz after the flood: %d", code)
 	}
 }
-
-func max(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
-}

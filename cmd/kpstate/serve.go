@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"syscall"
 	"time"
@@ -34,6 +35,9 @@ token's SHA-256. If the store cannot be opened (another process holds its LOCK, 
 the server still runs and answers every request UNAVAILABLE with the cause. The configuration is TOML:
 data_dir (required), listen (required, HOST:PORT), metrics_listen (Prometheus at /metrics), inspector
 (true serves the inspector page at /; open it as /#token=TOKEN), allowed_origins (browser origins besides the server's own),
+allowed_hosts (the names and addresses clients reach the server by, host patterns or IP addresses; a
+request with another Host header is answered 421 before authentication; loopback names and the listen
+addresses' own IPs are always allowed; required when listen is every interface),
 config_toml (the media server's config.toml, for settings-backed namespaces), log_format ("text" or
 "json"), log_level (debug, info, warn, error); [tls] cert_file and key_file; [limits] with the store's
 bounds in snake_case (max_namespaces, max_entries_per_namespace, max_total_bytes, max_document_bytes,
@@ -46,7 +50,11 @@ store's files, so a flood of connections never fails a commit; one over is answe
 bound, or closed under TLS), max_sessions_per_principal (default 256; one more is answered 429),
 idle_timeout (a connection that has not upgraded and sends nothing for that long is closed; default
 30s), session_idle_timeout (a WebSocket session with no frame, request, queued answer or watch for that
-long ends, closed 1001; default 5m); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
+long ends, closed 1001; default 5m), max_queued_bytes (the bytes queued to all clients together, each
+session drawing up to its share: over it its reading pauses and its watch updates close the watch
+BUFFER_OVERFLOW; default 67108864), memory_limit (the Go runtime's soft memory limit, so these budgets
+bound resident memory; default twice limits.max_total_bytes plus max_queued_bytes plus 64 MiB;
+GOMEMLIMIT in the environment wins); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
 them). Relative paths are relative to the file's directory; an unknown key is an error naming it and its
 line. A listen or metrics_listen address that is not loopback needs [tls], or --insecure when a proxy
 in front terminates TLS. On start one line on stdout gives the WebSocket URL, the store's state and the
@@ -78,11 +86,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := cfg.checkExposure(*insecure); err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
+	if err := cfg.checkHosts(); err != nil {
+		return c.Fail(exitUsage, "%v", err)
+	}
 	tlsConf, err := cfg.loadTLS()
 	if err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	log := cfg.logger(stderr)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.memoryLimit())
+	}
+	log.Info("memory limit", "bytes", debug.SetMemoryLimit(-1))
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	hup := make(chan os.Signal, 1)
@@ -179,7 +194,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		return nil, err
 	}
 	s.ins, err = inspector.New(inspector.Config{Store: s.store, Cause: s.cause, Auth: table, NoPage: !cfg.Inspector, Version: s.version,
-		Dispatch: dispatch.Options{IdleTimeout: time.Duration(cfg.Server.SessionIdleTimeout)},
+		Dispatch: dispatch.Options{IdleTimeout: time.Duration(cfg.Server.SessionIdleTimeout), MaxQueuedBytes: cfg.Server.MaxQueuedBytes},
 		Transport: wstransport.Options{OriginPatterns: cfg.AllowedOrigins, MaxSessionsPerPrincipal: cfg.Server.MaxSessionsPerPrincipal,
 			Started: func(p statestore.Principal) { log.Info("session started", "principal", p.ID, "admin", p.Admin) },
 			Ended: func(p statestore.Principal, err error) {
@@ -193,11 +208,18 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		s.closeStore()
 		return nil, err
 	}
+	hosts, err := cfg.hostAllowList()
+	if err != nil {
+		s.closeStore()
+		return nil, &configError{File: cfg.path, Field: "allowed_hosts", Err: err}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", s.ins)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	if err := s.listen(cfg.Listen, "listen", mux, tlsConf); err != nil {
+	// The Host check comes first: a rebound page is refused before it can
+	// try a token.
+	if err := s.listen(cfg.Listen, "listen", hosts.Handler(mux), tlsConf); err != nil {
 		s.shutdown()
 		return nil, err
 	}
@@ -208,7 +230,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 		}
 		mm := http.NewServeMux()
 		mm.Handle("GET /metrics", promstats.Handler(src))
-		if err := s.listen(cfg.MetricsListen, "metrics_listen", mm, tlsConf); err != nil {
+		if err := s.listen(cfg.MetricsListen, "metrics_listen", hosts.Handler(mm), tlsConf); err != nil {
 			s.shutdown()
 			return nil, err
 		}

@@ -35,7 +35,7 @@ func (e errString) Error() string { return string(e) }
 func TestOutboxBounds(t *testing.T) {
 	t.Parallel()
 	const limit, margin = 3, 2
-	o := newOutbox(limit, margin, func(*pb.ServerMessage) error { return nil }, func() {})
+	o := newOutbox(limit, margin, newByteBudget(1<<20), func(*pb.ServerMessage) error { return nil }, func() {})
 	m := &pb.ServerMessage{}
 	for i := range limit {
 		if err := o.offer(m); err != nil {

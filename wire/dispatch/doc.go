@@ -57,6 +57,18 @@
 //     that stopped listening.
 //     Code: session.watchIdle, session.idleNow, session.read, Server.Serve, CauseCloser.
 //     Tests: TestIdleSessionsEnd, TestIdleUnavailableSessionsEnd, wstransport.TestIdleSessionIsClosedGoingAway.
+//  8. Bounded memory across sessions: the bytes queued to clients over all
+//     of a Server's sessions, the message being written included, stay
+//     within Options.MaxQueuedBytes, plus at most one answer per session
+//     and the snapshots and closures the watch bounds allow. Each session
+//     draws up to its share (the bound over the sessions served, at least
+//     64 KiB): a request reserves its answer's worst case before it runs,
+//     so a session over its share is not read from until its queue drains,
+//     and a watch update finding no room closes its watch with
+//     BUFFER_OVERFLOW. A session holding nothing always gets one message
+//     through, so stalled sessions never starve a bystander.
+//     Code: byteBudget.acquire, byteBudget.tryAcquire, byteBudget.waitUnder, byteBudget.leave, outbox.accept, outbox.offer, session.admit, session.read.
+//     Tests: TestByteBudgetAccounting, TestByteBudgetShareFollowsTheSessions, TestStalledSessionsStayWithinTheBudget.
 //
 // # Bad input
 //

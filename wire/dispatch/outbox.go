@@ -1,8 +1,12 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
@@ -22,14 +26,19 @@ var errOutboxClosed = errors.New("session ended")
 //
 // limit bounds answers and updates in the queue; snapshots and closures may
 // use margin more, because refusing them would leave a WatchState
-// unanswered or a closure unreported.
+// unanswered or a closure unreported. Their bytes are counted in the
+// Server's byte budget b from the moment they are accepted until their
+// send returns (or the session ends).
 type outbox struct {
 	send   func(*pb.ServerMessage) error
 	onFail func() // called once when a send fails
+	b      *byteBudget
+	bytes  int64       // what this outbox holds of b; guarded by b.mu
+	shut   atomic.Bool // closed, for b's waiters
 
 	mu            sync.Mutex
 	room, ready   sync.Cond
-	q             []*pb.ServerMessage
+	q             []queued
 	head          int
 	limit, margin int
 	sending       bool  // the token: someone is inside send
@@ -38,15 +47,21 @@ type outbox struct {
 	err           error // the failed send's error
 }
 
-func newOutbox(limit, margin int, send func(*pb.ServerMessage) error, onFail func()) *outbox {
-	o := &outbox{limit: limit, margin: margin, send: send, onFail: onFail}
+// queued is a message in the queue and the bytes it holds of the budget.
+type queued struct {
+	m *pb.ServerMessage
+	n int64
+}
+
+func newOutbox(limit, margin int, b *byteBudget, send func(*pb.ServerMessage) error, onFail func()) *outbox {
+	o := &outbox{limit: limit, margin: margin, b: b, send: send, onFail: onFail}
 	o.room.L, o.ready.L = &o.mu, &o.mu
 	return o
 }
 
 func (o *outbox) lenLocked() int { return len(o.q) - o.head }
 
-func (o *outbox) pushLocked(m *pb.ServerMessage) {
+func (o *outbox) pushLocked(m queued) {
 	if o.lenLocked() == 0 && !o.sending {
 		// The writer waits for this; a sender holding the token wakes it
 		// when done (sent).
@@ -65,40 +80,56 @@ func (o *outbox) pushLocked(m *pb.ServerMessage) {
 // reply queues an answer, waiting for room, or sends it on the calling
 // goroutine when nothing is queued or being sent. queued, if not nil, runs
 // once the answer is accepted and before it can be sent, so that the
-// request leaves flight before the client can see its answer.
-func (o *outbox) reply(m *pb.ServerMessage, queued func()) error {
-	return o.accept(m, queued, true)
+// request leaves flight before the client can see its answer. reserved is
+// what the request already holds of the byte budget (see
+// session.admit): the answer takes its place without waiting.
+func (o *outbox) reply(m *pb.ServerMessage, queued func(), reserved int64) error {
+	return o.accept(m, queued, true, reserved)
 }
 
 // queue is reply for a goroutine that must not block on the connection:
-// the answer always goes through the queue to the writer goroutine.
+// the answer always goes through the queue to the writer goroutine. It
+// holds nothing of the budget yet, and waits for its room there.
 func (o *outbox) queue(m *pb.ServerMessage, queued func()) error {
-	return o.accept(m, queued, false)
+	return o.accept(m, queued, false, 0)
 }
 
-func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool) error {
+func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserved int64) error {
+	// Bytes first, on the budget's lock alone (the lock order forbids
+	// waiting for them under o.mu).
+	n := int64(proto.Size(m))
+	if reserved > 0 {
+		o.b.adjust(o, n-reserved)
+	} else if !o.b.acquire(context.Background(), o, n) {
+		return errOutboxClosed
+	}
 	o.mu.Lock()
 	for !o.closed && o.lenLocked() >= o.limit {
 		o.room.Wait()
 	}
 	if o.closed {
 		o.mu.Unlock()
+		o.b.release(o, n)
 		return errOutboxClosed
 	}
 	if queued != nil {
 		queued()
 	}
 	if !direct || o.sending || o.lenLocked() > 0 {
-		o.pushLocked(m)
+		o.pushLocked(queuedMsg(m, n))
 		o.mu.Unlock()
 		return nil
 	}
 	// Idle: send it here, holding the token.
 	o.sending = true
 	o.mu.Unlock()
-	o.sent(o.send(m))
+	err := o.send(m)
+	o.b.release(o, n)
+	o.sent(err)
 	return nil
 }
+
+func queuedMsg(m *pb.ServerMessage, n int64) queued { return queued{m: m, n: n} }
 
 // empty reports whether nothing is queued or being sent.
 func (o *outbox) empty() bool {
@@ -114,7 +145,9 @@ func (o *outbox) sent(err error) {
 	if err != nil && o.err == nil {
 		o.err = err
 		o.closed, o.abandoned = true, true
+		o.shut.Store(true)
 		o.room.Broadcast()
+		o.b.wake()
 		defer o.onFail()
 	}
 	if o.closed || o.lenLocked() > 0 {
@@ -125,23 +158,26 @@ func (o *outbox) sent(err error) {
 	o.mu.Unlock()
 }
 
-// offer queues a watch update if there is room.
+// offer queues a watch update if there is room, in the queue and in the
+// byte budget.
 func (o *outbox) offer(m *pb.ServerMessage) error {
+	n := int64(proto.Size(m))
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
 	case o.closed:
 		return errOutboxClosed
-	case o.lenLocked() >= o.limit:
+	case o.lenLocked() >= o.limit, !o.b.tryAcquire(o, n):
 		return errOutboxFull
 	}
-	o.pushLocked(m)
+	o.pushLocked(queuedMsg(m, n))
 	return nil
 }
 
 // force queues a snapshot or closure within the margin; queued is as for
 // reply.
 func (o *outbox) force(m *pb.ServerMessage, queued func()) error {
+	n := int64(proto.Size(m))
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
@@ -150,7 +186,8 @@ func (o *outbox) force(m *pb.ServerMessage, queued func()) error {
 	case o.lenLocked() >= o.limit+o.margin:
 		return errOutboxFull
 	}
-	o.pushLocked(m)
+	o.b.force(o, n)
+	o.pushLocked(queuedMsg(m, n))
 	if queued != nil {
 		queued()
 	}
@@ -171,7 +208,7 @@ func (o *outbox) run() error {
 			return o.err
 		}
 		m := o.q[o.head]
-		o.q[o.head] = nil
+		o.q[o.head] = queued{}
 		o.head++
 		if o.head == len(o.q) {
 			o.q, o.head = o.q[:0], 0
@@ -179,7 +216,9 @@ func (o *outbox) run() error {
 		o.room.Signal()
 		o.sending = true
 		o.mu.Unlock()
-		o.sent(o.send(m))
+		err := o.send(m.m)
+		o.b.release(o, m.n)
+		o.sent(err)
 		o.mu.Lock()
 	}
 }
@@ -189,7 +228,9 @@ func (o *outbox) close(abandon bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
+	o.shut.Store(true)
 	o.abandoned = o.abandoned || abandon
 	o.room.Broadcast()
 	o.ready.Broadcast()
+	o.b.wake()
 }

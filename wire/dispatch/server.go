@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/watch"
 	"github.com/keeppeek/statestore/wire/framing"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
@@ -32,7 +33,20 @@ type Options struct {
 	// idle: its watches' own bounds (ACK_TIMEOUT, BUFFER_OVERFLOW) end a
 	// watcher that stopped listening, and then its session idles.
 	IdleTimeout time.Duration
+	// MaxQueuedBytes bounds the bytes queued to clients over all the
+	// Server's sessions (default DefaultMaxQueuedBytes), the message being
+	// written included. Each session draws on it up to its share (the
+	// bound divided by the sessions served, at least 64 KiB): over it, its
+	// answers wait, its reading pauses until its queue drains, and a watch
+	// update is refused, closing its watch with BUFFER_OVERFLOW. So
+	// memory stays bounded however many sessions stall.
+	MaxQueuedBytes int64
 }
+
+// DefaultMaxQueuedBytes is Options.MaxQueuedBytes's default: the store's
+// own default MaxTotalBytes, so clients' queues cannot hold more than the
+// store itself.
+const DefaultMaxQueuedBytes = 64 << 20
 
 const (
 	defaultMaxInFlight = 16
@@ -53,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = DefaultMaxQueuedBytes
 	}
 	return o
 }
@@ -84,9 +101,10 @@ type CauseCloser interface {
 // the store could not be opened. It is safe for concurrent use: serve each
 // connection in its own goroutine.
 type Server struct {
-	store *statestore.Store
-	cause error // set in unavailable mode
-	opts  Options
+	store  *statestore.Store
+	cause  error // set in unavailable mode
+	opts   Options
+	budget *byteBudget // Options.MaxQueuedBytes, over every session
 }
 
 // New returns a Server for an open store.
@@ -94,7 +112,8 @@ func New(store *statestore.Store, opts Options) *Server {
 	if store == nil {
 		panic("dispatch.New: nil store; use NewUnavailable with the Open error")
 	}
-	return &Server{store: store, opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Server{store: store, opts: opts, budget: newByteBudget(opts.MaxQueuedBytes)}
 }
 
 // NewUnavailable returns a Server for a store that failed to open with
@@ -104,8 +123,13 @@ func NewUnavailable(cause error, opts Options) *Server {
 	if cause == nil {
 		cause = errors.New("no store was opened")
 	}
-	return &Server{cause: cause, opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Server{cause: cause, opts: opts, budget: newByteBudget(opts.MaxQueuedBytes)}
 }
+
+// QueuedBytes returns the bytes queued to clients now, over every session
+// (Options.MaxQueuedBytes bounds it), and the sessions sharing them.
+func (s *Server) QueuedBytes() (bytes int64, sessions int) { return s.budget.usage() }
 
 // Capabilities returns the capabilities to advertise:
 // statestore.Capability while the store is open, nothing otherwise.
@@ -159,10 +183,17 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 		slots: make(chan struct{}, s.opts.MaxInFlight), readDone: make(chan error, 1), readTurn: make(chan struct{})}
 	ss.idle.L = &ss.mu
 	margin := s.opts.MaxInFlight
+	// What an answer may take, reserved before its request runs: an
+	// error's message, or an entry (its document and names, and their
+	// envelope).
+	ss.reserve = 4 << 10
 	if s.store != nil {
-		margin += 2 * s.store.Limits().MaxWatchesPerSession
+		l := s.store.Limits()
+		margin += 2 * l.MaxWatchesPerSession
+		ss.reserve += int64(l.MaxDocumentBytes + l.MaxNamespaceBytes + l.MaxKeyBytes + quota.SchemaNameBytes + quota.OwnerBytes)
 	}
-	ss.out = newOutbox(s.opts.MaxQueued, margin, conn.Send, cancel)
+	ss.out = newOutbox(s.opts.MaxQueued, margin, s.budget, conn.Send, cancel)
+	s.budget.join()
 
 	writerDone := make(chan error, 1)
 	drained := make(chan struct{}) // the writer is done: nothing queued is left to send
@@ -188,6 +219,7 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 		ss.mu.Lock()
 		ss.idle.Broadcast()
 		ss.mu.Unlock()
+		s.budget.wake() // a reader paused for the budget sees the end
 	})
 	defer stopWatch()
 
@@ -235,6 +267,7 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	werr := <-writerDone
 	cancel() // unblocks a request waiting in the store, dismisses the spare goroutines, and closes conn
 	ss.threads.Wait()
+	s.budget.leave(ss.out) // what was dropped, and the share
 	conn.Close()
 	var idle *IdleError
 	switch {
@@ -326,8 +359,11 @@ type session struct {
 	st     *statestore.Session // nil when refuse is set
 	refuse error               // answers every request when set
 	out    *outbox
-	slots  chan struct{}  // one per running request
-	wg     sync.WaitGroup // running requests
+	// reserve is what a request holds of the byte budget while it runs:
+	// its answer's worst case.
+	reserve int64
+	slots   chan struct{}  // one per running request
+	wg      sync.WaitGroup // running requests
 	// threads counts the session's goroutines but Serve's and the writer:
 	// the reader, the requests' and the spares.
 	threads sync.WaitGroup
@@ -370,6 +406,10 @@ const maxSpares = 2
 func (ss *session) read(conn Conn) {
 	defer ss.threads.Done()
 	for {
+		// A session over its share of the byte budget is not read from
+		// until its queue drains: a peer that does not read stops being
+		// read.
+		ss.srv.budget.waitUnder(ss.ctx, ss.out)
 		m, err := conn.Recv()
 		ss.frames.Add(1)
 		var de *framing.DecodeError
@@ -504,6 +544,13 @@ func (ss *session) admit(m *pb.ClientMessage) (uint64, bool) {
 		ss.release(id)
 		return 0, false
 	}
+	// Room for the answer before the request runs: a session over its
+	// share of the byte budget waits here, and is not read meanwhile.
+	if !ss.srv.budget.acquire(ss.ctx, ss.out, ss.reserve) {
+		<-ss.slots
+		ss.release(id)
+		return 0, false
+	}
 	ss.wg.Add(1)
 	return id, true
 }
@@ -516,12 +563,15 @@ func (ss *session) execute(id uint64, m *pb.ClientMessage) {
 	}()
 	if m := ss.run(id, m); m != nil {
 		ss.reply(id, m)
+	} else {
+		// The snapshot answers it, counted as it is queued.
+		ss.srv.budget.release(ss.out, ss.reserve)
 	}
 }
 
 // reply queues the answer to request id and ends its flight.
 func (ss *session) reply(id uint64, m *pb.ServerMessage) {
-	if ss.out.reply(m, func() { ss.release(id) }) != nil {
+	if ss.out.reply(m, func() { ss.release(id) }, ss.reserve) != nil {
 		ss.release(id) // the session is ending; nobody will see an answer
 	}
 }

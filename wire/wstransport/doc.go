@@ -81,4 +81,10 @@
 //     Code: ConnBudget.Listen, budgetListener.Accept, budgetConn.Close, ConnectionsForDescriptors, Handler.begin.
 //     Tests: TestConnBudgetRefusesOverTheCap, TestConnectionsForDescriptorsKeepsTheReserve,
 //     TestSessionsPerPrincipalAnswered429, TestSessionLimitBodyNamesTheBound.
+//  8. A request whose Host header is neither a loopback name nor on a
+//     HostAllowList is answered 421 before the handler behind it runs, so
+//     a page that DNS rebinding pointed at the server cannot try a token.
+//     A name that only looks loopback (127.0.0.1.example.net) is not.
+//     Code: HostAllowList.Allows, HostAllowList.Handler, NewHostAllowList.
+//     Tests: TestHostAllowList, TestHostRefusedBeforeAuthentication.
 package wstransport
