@@ -326,10 +326,14 @@ func TestEndedSessionSendsWhatWasQueued(t *testing.T) {
 			switch {
 			case c.wantClosure && (err != nil || m.GetWatchClosed().GetReason() != pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_AUTHORIZATION_LOST):
 				t.Fatalf("after the end the peer read %v, %v; want the AUTHORIZATION_LOST closure", m, err)
-			case !c.wantClosure && err == nil:
-				t.Fatalf("after a plain cancellation the peer read %v; want the connection gone", m)
+			case !c.wantClosure && err == nil && m.GetWatchClosed() == nil:
+				// A plain cancellation promises nothing about what was
+				// queued: the closure may already be on the pipe when the
+				// cancellation lands, so only the connection's end is
+				// checked, below.
+				t.Fatalf("after a plain cancellation the peer read %v; want at most the closure, then the end", m)
 			}
-			if c.wantClosure {
+			if err == nil {
 				if m, err := conn.Recv(); err == nil {
 					t.Fatalf("after the closure the peer read %v; want the connection closed", m)
 				}
