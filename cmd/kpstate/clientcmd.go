@@ -235,6 +235,22 @@ func (r refusal) describe() string {
 	return b.String()
 }
 
+// callOnce dials, makes the one call a verb exists for, and closes: what
+// get, put, delete and status share. ok is false when the dial or the call
+// failed; code is then the exit code, the failure already printed.
+func callOnce[T any](o *clientOptions, call func(context.Context, *client.Client) (T, error)) (v T, code int, ok bool) {
+	ctx := context.Background() // the client bounds the dial and the request by --timeout
+	cl, err := o.dial(ctx)
+	if err != nil {
+		return v, o.fail(err), false
+	}
+	defer cl.Close()
+	if v, err = call(ctx, cl); err != nil {
+		return v, o.fail(err), false
+	}
+	return v, 0, true
+}
+
 // fail reports err and returns its exit code: 1 for the store's refusal
 // (and its JSON on stdout with --json), 2 for anything else.
 func (o *clientOptions) fail(err error) int {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/client"
 	"github.com/keeppeek/statestore/internal/cliflag"
 )
 
@@ -30,15 +31,11 @@ update at that revision). --if-revision N deletes only if the key's revision is 
 	if c.FS.Changed("if-revision") {
 		req.Expect = statestore.IfRevision(*ifRevision)
 	}
-	ctx := context.Background() // the client bounds the dial and the request by --timeout
-	cl, err := o.dial(ctx)
-	if err != nil {
-		return o.fail(err)
-	}
-	defer cl.Close()
-	rev, err := cl.Delete(ctx, req)
-	if err != nil {
-		return o.fail(err)
+	rev, code, ok := callOnce(o, func(ctx context.Context, cl *client.Client) (uint64, error) {
+		return cl.Delete(ctx, req)
+	})
+	if !ok {
+		return code
 	}
 	if o.json {
 		return o.printJSON(deletedJSON{Namespace: req.Namespace, Key: req.Key, Revision: rev})

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/client"
 	"github.com/keeppeek/statestore/internal/cliflag"
 )
 
@@ -21,15 +23,11 @@ namespace the principal may not read PERMISSION_DENIED.`,
 	if code := o.parse(args, 2); code >= 0 {
 		return code
 	}
-	ctx := context.Background() // the client bounds the dial and the request by --timeout
-	cl, err := o.dial(ctx)
-	if err != nil {
-		return o.fail(err)
-	}
-	defer cl.Close()
-	e, err := cl.Get(ctx, c.FS.Arg(0), c.FS.Arg(1))
-	if err != nil {
-		return o.fail(err)
+	e, code, ok := callOnce(o, func(ctx context.Context, cl *client.Client) (statestore.Entry, error) {
+		return cl.Get(ctx, c.FS.Arg(0), c.FS.Arg(1))
+	})
+	if !ok {
+		return code
 	}
 	if o.json {
 		return o.printJSON(entryOf(e))

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/client"
 	"github.com/keeppeek/statestore/internal/cliflag"
 )
 
@@ -62,15 +63,11 @@ rewritten within D (at least the server's min_ttl, 1s by default). Prints the co
 	case c.FS.Changed("if-revision"):
 		req.Expect = statestore.IfRevision(*ifRevision)
 	}
-	ctx := context.Background() // the client bounds the dial and the request by --timeout
-	cl, err := o.dial(ctx)
-	if err != nil {
-		return o.fail(err)
-	}
-	defer cl.Close()
-	e, err := cl.Put(ctx, req)
-	if err != nil {
-		return o.fail(err)
+	e, code, ok := callOnce(o, func(ctx context.Context, cl *client.Client) (statestore.Entry, error) {
+		return cl.Put(ctx, req)
+	})
+	if !ok {
+		return code
 	}
 	if o.json {
 		return o.printJSON(entryOf(e))

@@ -30,18 +30,17 @@ fails the handshake (exit 2, with the server's reason), which makes status the c
 	if code := o.parse(args, 0); code >= 0 {
 		return code
 	}
-	ctx := context.Background() // the client bounds the dial and the request by --timeout
-	cl, err := o.dial(ctx)
-	if err != nil {
-		return o.fail(err)
-	}
-	defer cl.Close()
-	info, err := cl.Info(ctx)
-	if err != nil {
-		return o.fail(err)
+	var endpoint string // the server that answered, one of --endpoints
+	info, code, ok := callOnce(o, func(ctx context.Context, cl *client.Client) (client.Info, error) {
+		info, err := cl.Info(ctx)
+		endpoint = cl.Endpoint()
+		return info, err
+	})
+	if !ok {
+		return code
 	}
 	if o.json {
-		return o.printJSON(statusJSON{Endpoint: cl.Endpoint(), Info: info})
+		return o.printJSON(statusJSON{Endpoint: endpoint, Info: info})
 	}
 	avail := "yes"
 	if !info.Available {
@@ -49,7 +48,7 @@ fails the handshake (exit 2, with the server's reason), which makes status the c
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "endpoint:     %s\navailable:    %s\ncapabilities: %s\nversion:      %s\nprincipal:    %s\n",
-		cl.Endpoint(), avail, strings.Join(info.Capabilities, ", "), info.Version, info.Principal)
+		endpoint, avail, strings.Join(info.Capabilities, ", "), info.Version, info.Principal)
 	if len(info.Namespaces) == 0 {
 		b.WriteString("namespaces:   none readable yet\n")
 	} else {
