@@ -419,7 +419,30 @@ func TestInconsistentBody(t *testing.T) {
 			enc.Close()
 			return frame(fileHeader{Header: Header{Version: 1, Namespaces: 2, Entries: 3, Bytes: 6}, rawLen: uint64(len(raw)) + 1000, compLen: uint64(comp.Len())}, comp.Bytes())
 		}(), ErrCorrupt, "body"},
-		{"body is not zstd", frame(fileHeader{Header: Header{Version: 1}, rawLen: 0, compLen: 5}, []byte("hello")), ErrCorrupt, "body"},
+		{"body is not zstd", frame(fileHeader{Header: Header{Version: 1}, rawLen: 0, compLen: 5}, []byte("hello")), ErrCorrupt, "body frame"},
+		// An image of an empty view needs a frame too: without one, a CRC
+		// recomputed over nothing would turn any image into an empty store.
+		{"empty body", frame(fileHeader{Header: Header{Version: 1}}, nil), ErrCorrupt, "body frame"},
+		{"skippable frame", func() []byte {
+			comp := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0x184D2A50), 3)
+			comp = append(comp, "abc"...)
+			return frame(fileHeader{Header: Header{Version: 1}, compLen: uint64(len(comp))}, comp)
+		}(), ErrCorrupt, "body frame"},
+		{"frame without content checksum", func() []byte {
+			comp := zstdFrame(t, rawBody(okNS, okEnts), false)
+			return frame(fileHeader{Header: Header{Version: 1, Namespaces: 2, Entries: 3, Bytes: 6}, rawLen: uint64(len(rawBody(okNS, okEnts))), compLen: uint64(len(comp))}, comp)
+		}(), ErrCorrupt, "body frame"},
+		{"a second frame after the first", func() []byte {
+			raw := rawBody(okNS, okEnts)
+			comp := append(zstdFrame(t, raw[:10], true), zstdFrame(t, raw[10:], true)...)
+			return frame(fileHeader{Header: Header{Version: 1, Namespaces: 2, Entries: 3, Bytes: 6}, rawLen: uint64(len(raw)), compLen: uint64(len(comp))}, comp)
+		}(), ErrCorrupt, "body frame"},
+		{"frame cut inside its checksum", func() []byte {
+			raw := rawBody(okNS, okEnts)
+			comp := zstdFrame(t, raw, true)
+			comp = comp[:len(comp)-2]
+			return frame(fileHeader{Header: Header{Version: 1, Namespaces: 2, Entries: 3, Bytes: 6}, rawLen: uint64(len(raw)), compLen: uint64(len(comp))}, comp)
+		}(), ErrCorrupt, "body frame"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -121,6 +121,9 @@ func decode(r io.Reader, size int64, lim Limits) (Header, *materialize.View, err
 		return h, nil, corrupt(headerSize+int64(fh.compLen), "body crc", "stored CRC-32C %08x, computed %08x over the %d compressed body bytes", want, got, fh.compLen)
 	}
 
+	if err := checkFrame(comp); err != nil {
+		return h, nil, err
+	}
 	raw, err := decompress(comp, fh.rawLen)
 	if err != nil {
 		return h, nil, err
@@ -130,6 +133,60 @@ func decode(r io.Reader, size int64, lim Limits) (Header, *materialize.View, err
 		return h, nil, err
 	}
 	return h, v, nil
+}
+
+// checkFrame requires the compressed body to be what the encoder writes:
+// exactly one zstd frame, not skippable, without a dictionary, carrying its
+// content checksum, and nothing after it. Without this the body CRC would be
+// the only guard of a body, and a CRC is easy to recompute: an empty body,
+// a skippable frame or a frame without a checksum would decompress to a
+// self-consistent image of some other view (FuzzCheckpointLoad built the
+// first from the real image in seconds). With it, changing the decompressed
+// body also means forging its xxhash64.
+func checkFrame(comp []byte) error {
+	var zh zstd.Header
+	if err := zh.Decode(comp); err != nil {
+		return corrupt(headerSize, "body frame", "the body does not start with a zstd frame header: %v", err)
+	}
+	switch {
+	case zh.Skippable:
+		return corrupt(headerSize, "body frame", "the body is a skippable zstd frame, which holds no content")
+	case zh.DictionaryID != 0:
+		return corrupt(headerSize, "body frame", "the zstd frame names dictionary %d; images use none", zh.DictionaryID)
+	case !zh.HasCheckSum:
+		return corrupt(headerSize, "body frame", "the zstd frame carries no content checksum; images always do")
+	}
+	// Walk the block headers (3 bytes each: last-block bit, type, size) to
+	// find where the frame ends.
+	pos := zh.HeaderSize
+	for {
+		if len(comp)-pos < 3 {
+			return corrupt(headerSize+int64(pos), "body frame", "the zstd frame ends inside a block header at body byte %d of %d", pos, len(comp))
+		}
+		bh := uint32(comp[pos]) | uint32(comp[pos+1])<<8 | uint32(comp[pos+2])<<16
+		last, typ, size := bh&1 == 1, (bh>>1)&3, int(bh>>3)
+		if typ == 1 { // RLE: one byte repeated size times
+			size = 1
+		}
+		if typ == 3 {
+			return corrupt(headerSize+int64(pos), "body frame", "reserved zstd block type at body byte %d", pos)
+		}
+		pos += 3
+		if len(comp)-pos < size {
+			return corrupt(headerSize+int64(pos), "body frame", "a zstd block of %d bytes at body byte %d runs past the body's %d bytes", size, pos, len(comp))
+		}
+		pos += size
+		if last {
+			break
+		}
+	}
+	if end := pos + 4; end != len(comp) { // the content checksum closes the frame
+		if end > len(comp) {
+			return corrupt(headerSize+int64(pos), "body frame", "the zstd frame's content checksum at body byte %d runs past the body's %d bytes", pos, len(comp))
+		}
+		return corrupt(headerSize+int64(end), "body frame", "%d bytes follow the zstd frame, which ends at body byte %d; images hold one frame", len(comp)-end, end)
+	}
+	return nil
 }
 
 // decompress inflates comp into a new buffer of exactly rawLen bytes (plus

@@ -92,13 +92,17 @@
 //     Code: checkLimits, bodyBound, maxCompressed, decompress, parseBody.
 //     Tests: TestLimitsBeforeBody, TestDecompressionBounded,
 //     TestCorruptHeader, FuzzDecode.
-//  3. Exact: the body holds exactly the records the header counts, the
-//     documents add up to the header's byte count, every namespace's counters
+//  3. Exact: the compressed body is exactly one zstd frame carrying its
+//     content checksum (so a recomputed body CRC cannot pass off an empty
+//     or unchecksummed body as another view), the body holds exactly the
+//     records the header counts, the documents add up to the header's byte
+//     count, every namespace's counters
 //     equal its entries, and every entry's revision lies in 1 ..= its
 //     namespace's revision; materialize.Restore checks the last two again
 //     when it builds the view.
-//     Code: parseBody, materialize.Restore.
-//     Tests: TestInconsistentBody, TestTrailingGarbage, FuzzDecodeBody.
+//     Code: checkFrame, parseBody, materialize.Restore.
+//     Tests: TestInconsistentBody, TestTrailingGarbage, FuzzDecodeBody,
+//     fuzz.FuzzCheckpointLoad.
 //  4. Typed failures: every refusal is an *Error naming the field, wrapping
 //     ErrCorrupt (damaged or inconsistent bytes), ErrVersion (written by a
 //     newer format) or ErrLimits (valid, but beyond the caller's bounds).

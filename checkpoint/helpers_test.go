@@ -204,6 +204,18 @@ func wrap(tb testing.TB, namespaces, entries uint32, byteCount uint64, raw []byt
 // concurrent use, and building an encoder per call would dominate fuzzing.
 var testEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 
+// zstdFrame compresses raw as one zstd frame, with or without the content
+// checksum every image carries.
+func zstdFrame(tb testing.TB, raw []byte, checksum bool) []byte {
+	tb.Helper()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(checksum))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer enc.Close()
+	return enc.EncodeAll(raw, nil)
+}
+
 // frame writes header h (CRC computed) + comp + trailer CRC.
 func frame(h fileHeader, comp []byte) []byte {
 	out := appendHeader(nil, &h)
