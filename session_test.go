@@ -527,6 +527,47 @@ func TestWatchTerminations(t *testing.T) {
 			t.Fatalf("watch after restore: %+v", res)
 		}
 	})
+	t.Run("UNAVAILABLE by CloseWatches, every watch, and the session may watch again", func(t *testing.T) {
+		f := newFixture(t)
+		f.mustPut(admin, "group/g", "k", docN(1))
+		ss, sink := f.session(admin)
+		f.watch(ss, "a", "group/g", "")
+		f.watch(ss, "b", "group/h", "")
+		n, err := f.s.CloseWatches(watch.Unavailable)
+		if err != nil || n != 2 {
+			t.Fatalf("CloseWatches = %d, %v; want 2 watches closed", n, err)
+		}
+		for range 2 {
+			if c := sink.nextClosed(t); c.Reason != watch.Unavailable || !strings.Contains(c.Message, "leader") {
+				t.Fatalf("closed with %v %q, want UNAVAILABLE naming the lost leader", c.Reason, c.Message)
+			}
+		}
+		if got := f.s.Stats().Watches.Closed[watch.Unavailable]; got != 2 {
+			t.Fatalf("Stats counts %d UNAVAILABLE closures, want 2", got)
+		}
+		if res := f.watch(ss, "c", "group/g", ""); res.SnapshotRevision != 1 || len(res.Entries) != 1 {
+			t.Fatalf("watch after CloseWatches: %+v", res)
+		}
+	})
+}
+
+// TestCloseWatchesRefusesAnUnknownReason: a reason the registry does not
+// know names the field and closes nothing.
+func TestCloseWatchesRefusesAnUnknownReason(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ss, _ := f.session(admin)
+	f.watch(ss, "w", "group/g", "")
+	for _, r := range []watch.Reason{0, watch.Reason(len(watch.Reasons) + 1)} {
+		n, err := f.s.CloseWatches(r)
+		var se *statestore.Error
+		if n != 0 || !errors.As(err, &se) || se.Code != statestore.InvalidArgument || se.Field != "reason" {
+			t.Fatalf("CloseWatches(%v) = %d, %v; want INVALID_ARGUMENT on field reason", r, n, err)
+		}
+	}
+	if open := f.s.Stats().Watches.Open; open != 1 {
+		t.Fatalf("a refused CloseWatches left %d watches open, want 1", open)
+	}
 }
 
 // TestNoGoroutineLeaks opens sessions and watches, closes them and the

@@ -357,6 +357,24 @@ func (s *Store) SetPrincipal(id string, p Principal, revoked bool) int {
 	})
 }
 
+// CloseWatches closes every open watch with reason, each with its Closed
+// message, and returns how many. It is how a node of a cluster that has
+// heard from no leader for its bound ends its watches with
+// watch.Unavailable: their clients re-snapshot, on another node when they
+// have one. Sessions stay open and may watch again. A reason the registry
+// does not know (the zero Reason included) is INVALID_ARGUMENT on field
+// "reason" and closes nothing; once Close has begun there is nothing left
+// to close and it returns 0.
+func (s *Store) CloseWatches(reason watch.Reason) (int, error) {
+	if !slices.Contains(watch.Reasons, reason) {
+		return 0, newErr(InvalidArgument, "reason", "%v is not a watch close reason (one of %v)", reason, watch.Reasons)
+	}
+	if s.shut.Load() {
+		return 0, nil
+	}
+	return s.watches.CloseAll(reason), nil
+}
+
 // Checkpoint writes a checkpoint of the current state now, removes images
 // beyond the newest two and truncates the journal up to the older one. Once
 // Close has begun it answers UNAVAILABLE and touches no file: another

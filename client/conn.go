@@ -289,9 +289,32 @@ func (cn *conn) route(m *pb.ServerMessage) {
 		if r := cn.dropRoute(x.WatchClosed.GetWatchId()); r != nil {
 			r.closed(x.WatchClosed)
 		}
+		if x.WatchClosed.GetReason() == pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_UNAVAILABLE {
+			cn.leave(x.WatchClosed)
+		}
 	default:
 		log.Warn("state store sent a message this client does not know; ignored", "endpoint", cn.ep.name, "message", fmt.Sprintf("%T", x))
 	}
+}
+
+// leave drops cn for another endpoint after the server closed a watch
+// UNAVAILABLE: that node has lost its cluster's leader and refuses writes,
+// linearizable reads and new watches until one is back, so a watch
+// re-opened there would be refused and every call would fail. Dropping the
+// connection makes the client reconnect round-robin from the next
+// endpoint, and every watch re-snapshot there; the closed watch's route
+// heard its closure first, so its cause names UNAVAILABLE. Calls in flight
+// on cn fail as for any lost connection: the node could not have committed
+// them. With one endpoint there is nowhere else to go, so cn stays and the
+// watch re-opens on it (refused UNAVAILABLE while the node has no leader,
+// which Watch.Next returns; the next Next tries again).
+func (cn *conn) leave(m *pb.StateStoreWatchClosed) {
+	if len(cn.c.cfg.endpoints) < 2 {
+		return
+	}
+	cn.c.cfg.Logger.Warn("state store node closed a watch UNAVAILABLE; moving to another endpoint",
+		"endpoint", cn.ep.name, "watch", m.GetWatchId(), "message", m.GetMessage())
+	cn.abort(fmt.Errorf("%s closed watch %q UNAVAILABLE (%s): moving to another endpoint", cn.ep.name, m.GetWatchId(), m.GetMessage()))
 }
 
 // end is the reader's last act: no call is registered on cn any more,

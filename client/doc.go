@@ -60,9 +60,14 @@
 //     new watch_id, the old one unwatched if the server may still hold
 //     it) and delivers the new snapshot as an EventResnapshot naming the
 //     cause; nothing of the replaced watch is delivered after it.
-//     Code: Client.Watch, Watch.Next, Watch.replace, follow.update, follow.closed, follow.lost.
+//     A closure UNAVAILABLE (a cluster node that lost its leader, which
+//     refuses writes, linearizable reads and new watches) also moves the
+//     client: with several endpoints it drops that connection and
+//     reconnects from the next endpoint, so every watch re-snapshots on
+//     another node; with one it stays and re-watches there.
+//     Code: Client.Watch, Watch.Next, Watch.replace, follow.update, follow.closed, follow.lost, conn.leave.
 //     Tests: TestWatchFollowsUpdatesInOrder, TestSequenceGapResnapshots, TestReconnectAfterTheServerWentAway,
-//     TestStalledReaderIsClosedAndResnapshots.
+//     TestStalledReaderIsClosedAndResnapshots, TestUnavailableClosureMovesToAnotherEndpoint.
 //  5. An update is acknowledged only when Next is called again, so a
 //     reader that stops calling Next is closed by the server
 //     (BUFFER_OVERFLOW, ACK_TIMEOUT) and then re-snapshots; and a Watch

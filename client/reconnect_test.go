@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -261,4 +262,90 @@ func TestSilentNetworkDropIsDetected(t *testing.T) {
 	if ev := next(t, w); ev.Kind != client.EventResnapshot || ev.Cause != "disconnected" || len(ev.Entries) != 1 {
 		t.Fatalf("after the silent drop: %+v", ev)
 	}
+}
+
+// TestUnavailableClosureMovesToAnotherEndpoint: a node that lost its
+// cluster's leader closes its watches UNAVAILABLE (Store.CloseWatches).
+// With several endpoints the client leaves it: a Watch re-snapshots on the
+// next endpoint, its cause naming UNAVAILABLE, and a Link hears the
+// closure, then the reconnection, and watches on the new node. With one
+// endpoint the connection stays and the watch re-snapshots on it.
+func TestUnavailableClosureMovesToAnotherEndpoint(t *testing.T) {
+	t.Parallel()
+	t.Run("two endpoints", func(t *testing.T) {
+		t.Parallel()
+		a, b := startServer(t, serverOptions{}), startServer(t, serverOptions{})
+		a.put(t, "service/a", "k", 1)
+		b.put(t, "service/a", "k", 2)
+		b.put(t, "service/a", "only-b", 3) // tells b's snapshot from a's
+		c := dial(t, nil, a.url, b.url)
+		w, err := c.Watch(ctx, "service/a", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if ev := next(t, w); ev.Kind != client.EventSnapshot || len(ev.Entries) != 1 {
+			t.Fatalf("first event %+v, want a's snapshot of 1 entry", ev)
+		}
+		link := newRecordLink()
+		k := c.Link(link)
+		if _, _, err := k.Watch("l", "service/a", ""); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := a.store.CloseWatches(watch.Unavailable); err != nil || n != 2 {
+			t.Fatalf("CloseWatches = %d, %v; want the Watch's and the Link's closed", n, err)
+		}
+		ev := next(t, w)
+		if ev.Kind != client.EventResnapshot || !strings.HasPrefix(ev.Cause, "closed UNAVAILABLE: ") {
+			t.Fatalf("after the closure %+v, want an EventResnapshot caused by UNAVAILABLE", ev)
+		}
+		if len(ev.Entries) != 2 || c.Endpoint() != b.url {
+			t.Fatalf("re-snapshot of %d entries on %s, want b's 2 on %s", len(ev.Entries), c.Endpoint(), b.url)
+		}
+		// Which of the two closures the client reads first is the
+		// registry's choice; the first one ends the connection, so the
+		// Link hears its own closure, or only the disconnection, which
+		// means the same to it: watch again.
+		got := link.waitFor(t, "reconnected")
+		if got = slices.DeleteFunc(got, func(s string) bool { return s == "closed l UNAVAILABLE" }); !slices.Equal(got, []string{"snapshot l 1 entries", "disconnected"}) {
+			t.Fatalf("the link saw %v, want its snapshot, maybe the UNAVAILABLE closure, then the disconnection", got)
+		}
+		if _, entries, err := k.Watch("l2", "service/a", ""); err != nil || len(entries) != 2 {
+			t.Fatalf("the link's watch after moving: %d entries, %v; want b's 2", len(entries), err)
+		}
+		// The Watch follows b from here.
+		b.put(t, "service/a", "k", 4)
+		if ev := next(t, w); ev.Kind != client.EventUpdate || ev.Key != "k" || ev.Sequence != 1 {
+			t.Fatalf("after the move %+v, want b's update of k", ev)
+		}
+	})
+	t.Run("one endpoint", func(t *testing.T) {
+		t.Parallel()
+		a := startServer(t, serverOptions{})
+		a.put(t, "service/a", "k", 1)
+		c := dial(t, nil, a.url)
+		w, err := c.Watch(ctx, "service/a", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		next(t, w)
+		link := newRecordLink()
+		k := c.Link(link)
+		if n, err := a.store.CloseWatches(watch.Unavailable); err != nil || n != 1 {
+			t.Fatalf("CloseWatches = %d, %v; want the Watch's closed", n, err)
+		}
+		ev := next(t, w)
+		if ev.Kind != client.EventResnapshot || !strings.HasPrefix(ev.Cause, "closed UNAVAILABLE: ") || len(ev.Entries) != 1 {
+			t.Fatalf("after the closure %+v, want a re-snapshot of a's entry caused by UNAVAILABLE", ev)
+		}
+		// The connection stayed: the Link, added before the closure, heard
+		// no disconnection before its own watch's snapshot.
+		if _, _, err := k.Watch("l", "service/a", ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := link.waitFor(t, "snapshot l 1 entries"); len(got) != 0 {
+			t.Fatalf("before its watch's snapshot the link saw %v, want nothing", got)
+		}
+	})
 }

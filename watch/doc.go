@@ -26,7 +26,7 @@
 //     Tests: TestSequencesPerWatch, TestNoGapUnderConcurrentWrites, TestConcurrentChurn.
 //  3. A Closed message is the last message a watch ever produces: once a
 //     watch is closed (overflow, ack timeout, authorization lost, snapshot
-//     delivery failure, store closed, restored) nothing more is delivered
+//     delivery failure, store closed, restored, unavailable) nothing more is delivered
 //     for it, its queued updates are dropped, and its slot no longer counts
 //     against the limits. A Snapshot still queued is delivered (before the
 //     Closed): it answers the client's WatchState request. Remove ends a

@@ -298,9 +298,10 @@ func (r *Registry) closeWhereLocked(reason Reason, close func(principalID, names
 	return n
 }
 
-// CloseAll closes every open watch with reason (StoreClosed, Restored) and a
-// Closed message, and returns how many. Sessions stay open and may add new
-// watches (after a restore, clients re-watch with a fresh snapshot).
+// CloseAll closes every open watch with reason (StoreClosed, Restored,
+// Unavailable) and a Closed message, and returns how many. Sessions stay
+// open and may add new watches (after a restore, clients re-watch with a
+// fresh snapshot).
 func (r *Registry) CloseAll(reason Reason) int {
 	return r.CloseWhere(reason, func(string, string) bool { return true })
 }
@@ -313,6 +314,8 @@ func closeMessage(reason Reason) string {
 		return "the state store is closing"
 	case Restored:
 		return "the state store was restored from a backup; re-watch for a fresh snapshot"
+	case Unavailable:
+		return "this node has lost its cluster's leader, so its state may be stale; re-watch for a fresh snapshot, on another node if you can"
 	}
 	return reason.String()
 }

@@ -29,12 +29,28 @@ func TestStrings(t *testing.T) {
 		{watch.SnapshotDeliveryFailed.String(), "SNAPSHOT_DELIVERY_FAILED"},
 		{watch.StoreClosed.String(), "STORE_CLOSED"},
 		{watch.Restored.String(), "RESTORED"},
+		{watch.Unavailable.String(), "UNAVAILABLE"},
 		{watch.Reason(0).String(), "Reason(0)"},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// TestReasonsListsEveryReason: Reasons is what Stats, the wire tables and
+// the metrics iterate, so a reason left out of it would be closed but never
+// counted or spelled.
+func TestReasonsListsEveryReason(t *testing.T) {
+	t.Parallel()
+	for i, r := range watch.Reasons {
+		if r != watch.Reason(i+1) || strings.HasPrefix(r.String(), "Reason(") {
+			t.Errorf("Reasons[%d] = %v, want Reason(%d) with a wire name", i, r, i+1)
+		}
+	}
+	if next := watch.Reason(len(watch.Reasons) + 1); !strings.HasPrefix(next.String(), "Reason(") {
+		t.Errorf("%v has a wire name but is missing from Reasons", next)
 	}
 }
 

@@ -28,14 +28,14 @@ type Stats struct {
 }
 
 // Reasons lists every close reason, in wire order.
-var Reasons = []Reason{BufferOverflow, AckTimeout, AuthorizationLost, SnapshotDeliveryFailed, StoreClosed, Restored}
+var Reasons = []Reason{BufferOverflow, AckTimeout, AuthorizationLost, SnapshotDeliveryFailed, StoreClosed, Restored, Unavailable}
 
 // counters are the registry's event counts. They are atomics although most
 // are raised under Registry.mu: the delivery goroutines raise some without
 // it, and Stats reads them all without it.
 type counters struct {
 	added        atomic.Uint64
-	closed       [Restored + 1]atomic.Uint64 // indexed by Reason
+	closed       [Unavailable + 1]atomic.Uint64 // indexed by Reason
 	unwatched    atomic.Uint64
 	disconnected atomic.Uint64
 	enqueued     atomic.Uint64

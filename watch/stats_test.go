@@ -139,6 +139,21 @@ func TestStatsMove(t *testing.T) {
 			want: want(watch.Stats{Open: 1, Sessions: 1, Added: 2}, map[watch.Reason]uint64{watch.AuthorizationLost: 1}),
 		},
 		{
+			// A node that lost its leader closes every watch, each counted
+			// once under its own reason, and the sessions stay open.
+			name: "unavailable",
+			run: func(e *env) watch.Stats {
+				s, _ := e.session("p")
+				e.add(s, "a", "ns", "")
+				e.add(s, "b", "other", "")
+				if n := e.r.CloseAll(watch.Unavailable); n != 2 {
+					e.t.Fatalf("CloseAll(Unavailable) closed %d, want 2", n)
+				}
+				return e.r.Stats()
+			},
+			want: want(watch.Stats{Sessions: 1, Added: 2}, map[watch.Reason]uint64{watch.Unavailable: 2}),
+		},
+		{
 			name: "stop closes every watch with STORE_CLOSED",
 			run: func(e *env) watch.Stats {
 				s, _ := e.session("p")

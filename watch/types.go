@@ -46,6 +46,10 @@ const (
 	SnapshotDeliveryFailed
 	StoreClosed
 	Restored
+	// Unavailable: the node serving the watch lost its cluster's leader
+	// for longer than its bound, so its state may already be stale; the
+	// client re-snapshots, on another node when it can.
+	Unavailable
 )
 
 // String returns the wire name, e.g. "BUFFER_OVERFLOW".
@@ -63,6 +67,8 @@ func (r Reason) String() string {
 		return "STORE_CLOSED"
 	case Restored:
 		return "RESTORED"
+	case Unavailable:
+		return "UNAVAILABLE"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }

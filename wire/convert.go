@@ -23,6 +23,7 @@ var (
 		watch.SnapshotDeliveryFailed: pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_SNAPSHOT_DELIVERY_FAILED,
 		watch.StoreClosed:            pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_STORE_CLOSED,
 		watch.Restored:               pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_RESTORED,
+		watch.Unavailable:            pb.StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_UNAVAILABLE,
 	}
 )
 

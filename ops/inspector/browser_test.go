@@ -307,6 +307,31 @@ func TestBrowserAckTimeoutIsShown(t *testing.T) {
 	}
 }
 
+// TestBrowserUnavailableClosureIsShown: a node that lost its cluster's
+// leader closes its watches UNAVAILABLE (Store.CloseWatches); the page
+// shows the reason and, after the reconnect delay, a new snapshot holding
+// what was written meanwhile.
+func TestBrowserUnavailableClosureIsShown(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t, quota.Limits{})
+	const ns = "service/recorder"
+	b.open("watch=" + ns)
+	b.until("the snapshot", firstWatch+`?.status === "live"`)
+	if n, err := b.store.CloseWatches(watch.Unavailable); err != nil || n != 1 {
+		t.Fatalf("CloseWatches = %d, %v; want the page's watch closed", n, err)
+	}
+	b.put(ns, "intents/k", 1)
+	b.until("the closure shown", `document.querySelector("section.watch .close-reason")?.textContent === "UNAVAILABLE"`)
+	b.until("a new snapshot", firstWatch+`.snapshots === 2 && `+firstWatch+`.status === "live"`)
+	if !eval[bool](b, firstWatch+".entries.has('intents/k')") {
+		t.Fatal("the new snapshot lacks the entry written after the closure")
+	}
+	log := eval[string](b, `document.querySelector("section.watch .log").textContent`)
+	if !strings.Contains(log, "closed by the server: UNAVAILABLE") {
+		t.Fatalf("the event log does not show the closure: %q", log)
+	}
+}
+
 func TestBrowserClosingTheTabRemovesItsWatches(t *testing.T) {
 	t.Parallel()
 	b := newBrowserEnv(t, quota.Limits{})

@@ -51,7 +51,8 @@
 //	watch_sessions_open                 gauge      sessions open
 //	watches_added_total                 counter    watches registered
 //	watch_closures_total{reason}        counter    watches ended: BUFFER_OVERFLOW, ACK_TIMEOUT, AUTHORIZATION_LOST,
-//	                                               SNAPSHOT_DELIVERY_FAILED, STORE_CLOSED, RESTORED, UNWATCH, DISCONNECT
+//	                                               SNAPSHOT_DELIVERY_FAILED, STORE_CLOSED, RESTORED, UNAVAILABLE,
+//	                                               UNWATCH, DISCONNECT
 //	watch_updates_enqueued_total        counter    watch updates queued for delivery
 //	watch_updates_delivered_total       counter    watch updates the sink accepted
 //	watch_updates_dropped_total         counter    watch updates that never reached a sink

@@ -435,20 +435,23 @@ func (w *Worker) pass() {
 func (w *Worker) renewDue() {
 	now := w.cfg.Clock.Now()
 	for _, t := range w.tracked {
-		if t.lease == nil || !t.lease.Held() || now.Before(t.lease.RenewAt()) {
-			continue
-		}
-		err := t.lease.Renew(w.ctx, now)
-		var lost *lease.LostError
-		switch {
-		case errors.As(err, &lost):
-			w.loseLease(t, lost)
-		case err != nil:
-			w.report(Report{Kind: ReportStoreError, Intent: t.key, Err: err, Detail: "renew: " + err.Error()})
-		default:
-			w.report(Report{Kind: ReportRenewed, Intent: t.key, Detail: fmt.Sprintf("%s revision %d", t.lease.Key(), t.lease.Revision())})
+		if n, ok := lease.RenewIfDue(w.ctx, t.lease, now); ok {
+			w.noteLease(t, n)
 		}
 	}
+}
+
+// leaseReports are the reports of the lease bookkeeping's notes.
+var leaseReports = [...]ReportKind{lease.NoteRenewed: ReportRenewed, lease.NoteReleased: ReportReleased, lease.NoteStoreError: ReportStoreError}
+
+// noteLease reports what the lease bookkeeping did; a lost lease also
+// ends the analysis it guarded.
+func (w *Worker) noteLease(t *tracked, n lease.Note) {
+	if n.Kind == lease.NoteLost {
+		w.loseLease(t, n.Err)
+		return
+	}
+	w.report(Report{Kind: leaseReports[n.Kind], Intent: t.key, Err: n.Err, Detail: n.Detail})
 }
 
 func (w *Worker) loseLease(t *tracked, lost error) {
@@ -642,30 +645,19 @@ func (w *Worker) holdLease(t *tracked) bool {
 		t.lease = l
 	}
 	e, _ := w.leases.Get(key)
-	claim, lost := t.lease.Observe(e, w.leases.Revision())
-	if lost != nil {
-		w.loseLease(t, lost)
-	}
-	if t.lease.Held() {
-		return true
-	}
-	if !claim {
-		w.standby(t, e)
-		return false
-	}
-	err := t.lease.Claim(w.ctx, w.cfg.Clock.Now())
-	var held *lease.HeldError
+	h := t.lease.Hold(w.ctx, e, w.leases.Revision(), w.cfg.Clock.Now(), func(lost error) { w.loseLease(t, lost) })
 	switch {
-	case errors.As(err, &held):
+	case h.Standby:
 		w.standby(t, e)
 		return false
-	case err != nil:
-		w.report(Report{Kind: ReportStoreError, Intent: t.key, Err: err, Detail: "claim: " + err.Error()})
-		t.set(Waiting, "lease claim failed: "+err.Error())
+	case h.Err != nil:
+		w.report(Report{Kind: ReportStoreError, Intent: t.key, Err: h.Err, Detail: "claim: " + h.Err.Error()})
+		t.set(Waiting, "lease claim failed: "+h.Err.Error())
 		return false
+	case h.Claimed:
+		t.standby = false
+		w.report(Report{Kind: ReportClaimed, Intent: t.key, Detail: fmt.Sprintf("%s revision %d", key, t.lease.Revision())})
 	}
-	t.standby = false
-	w.report(Report{Kind: ReportClaimed, Intent: t.key, Detail: fmt.Sprintf("%s revision %d", key, t.lease.Revision())})
 	return true
 }
 
@@ -702,30 +694,18 @@ func (w *Worker) endAnalysis(t *tracked, why string, unsubscribe bool) {
 }
 
 func (w *Worker) release(t *tracked) {
-	if t.lease == nil {
-		return
-	}
 	l := t.lease
 	t.lease, t.standby = nil, false
-	if !l.Held() {
-		return
+	if n, ok := lease.Drop(w.ctx, l); ok {
+		w.noteLease(t, n)
 	}
-	if err := l.Release(w.ctx); err != nil {
-		w.report(Report{Kind: ReportStoreError, Intent: t.key, Err: err, Detail: "release: " + err.Error()})
-		return
-	}
-	w.report(Report{Kind: ReportReleased, Intent: t.key, Detail: l.Key()})
 }
 
 // teardown handles an intent that disappeared: nobody wants it any more.
 func (w *Worker) teardown(t *tracked) {
 	w.endAnalysis(t, "intent gone", true)
 	w.release(t)
-	if t.statusRev == 0 {
-		return
-	}
-	_, err := w.conn.Delete(w.ctx, statestore.DeleteRequest{Namespace: w.cfg.Namespace, Key: w.statusKey(t.key), Expect: statestore.IfRevision(t.statusRev)})
-	if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+	if err := lease.DeleteOwned(w.ctx, w.conn, w.cfg.Namespace, w.statusKey(t.key), t.statusRev); err != nil {
 		w.report(Report{Kind: ReportStatusFailed, Intent: t.key, Err: err, Detail: err.Error()})
 	}
 }
@@ -788,29 +768,8 @@ func (w *Worker) writeHealth(t *tracked) {
 		return
 	}
 	key := w.statusKey(t.key)
-	put := func(x statestore.Expect) (statestore.Entry, error) {
-		return w.conn.Put(w.ctx, statestore.PutRequest{Namespace: w.cfg.Namespace, Key: key, Schema: HealthSchema, Document: doc, Expect: x})
-	}
-	x := statestore.CreateOnly
-	if t.statusRev != 0 {
-		x = statestore.IfRevision(t.statusRev)
-	}
-	e, err := put(x)
-	if errors.Is(err, statestore.ErrConflict) {
-		// Reread: ours from before a restart is adopted; anyone else's
-		// stays as it is.
-		cur, gerr := w.conn.Get(w.ctx, w.cfg.Namespace, key)
-		switch {
-		case gerr == nil && w.ours(cur):
-			e, err = put(statestore.IfRevision(cur.Revision))
-		case gerr == nil:
-			err = &reconcile.StatusError{Key: key, Owner: cur.Owner}
-		case errors.Is(gerr, statestore.ErrNotFound):
-			e, err = put(statestore.CreateOnly)
-		default:
-			err = gerr
-		}
-	}
+	e, err := lease.PutOwned(w.ctx, w.conn, statestore.PutRequest{Namespace: w.cfg.Namespace, Key: key, Schema: HealthSchema, Document: doc},
+		t.statusRev, w.ours, func(cur statestore.Entry) error { return &reconcile.StatusError{Key: key, Owner: cur.Owner} })
 	if err != nil {
 		w.report(Report{Kind: ReportStatusFailed, Intent: t.key, Err: err, Detail: err.Error()})
 		return

@@ -24,6 +24,15 @@
 // renewing in lockstep against the journal. The schedule reads a
 // clock.Clock, so tests drive it with the fake clock.
 //
+// Bookkeeping (keep.go): what a worker loop does around one lease per
+// intent, shared by worker/reconcile and worker/cv so the two cannot drift
+// apart: Hold (observe, hand a loss to the loop before anything is
+// claimed, claim when free), RenewIfDue, Drop (release when held), each
+// returning what happened for the loop to report in its own terms, and
+// PutOwned and DeleteOwned, the compare-and-set write and removal of a
+// worker's own status entry (create-only, then on its own revision; one of
+// its own from before a restart is adopted, anyone else's left alone).
+//
 // The lease document (keeppeek.worker-lease.v1) names the holder, a worker
 // instance ID, because several instances of one service may authenticate
 // as the same principal; the entry's owner alone cannot tell them apart.

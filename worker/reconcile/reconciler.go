@@ -402,20 +402,23 @@ func (r *Reconciler) pass() {
 func (r *Reconciler) renewDue() {
 	now := r.cfg.Clock.Now()
 	for _, t := range r.tracked {
-		if t.lease == nil || !t.lease.Held() || now.Before(t.lease.RenewAt()) {
-			continue
-		}
-		err := t.lease.Renew(r.ctx, now)
-		var lost *lease.LostError
-		switch {
-		case errors.As(err, &lost):
-			r.loseLease(t, lost)
-		case err != nil:
-			r.emit(Event{Kind: EventStoreError, Intent: t.key, Err: err, Detail: "renew: " + err.Error()})
-		default:
-			r.emit(Event{Kind: EventRenewed, Intent: t.key, Detail: fmt.Sprintf("%s revision %d", t.lease.Key(), t.lease.Revision())})
+		if n, ok := lease.RenewIfDue(r.ctx, t.lease, now); ok {
+			r.noteLease(t, n)
 		}
 	}
+}
+
+// leaseEvents are the events of the lease bookkeeping's notes.
+var leaseEvents = [...]EventKind{lease.NoteRenewed: EventRenewed, lease.NoteReleased: EventReleased, lease.NoteStoreError: EventStoreError}
+
+// noteLease reports what the lease bookkeeping did; a lost lease also
+// ends what it guarded.
+func (r *Reconciler) noteLease(t *tracked, n lease.Note) {
+	if n.Kind == lease.NoteLost {
+		r.loseLease(t, n.Err)
+		return
+	}
+	r.emit(Event{Kind: leaseEvents[n.Kind], Intent: t.key, Err: n.Err, Detail: n.Detail})
 }
 
 func (r *Reconciler) loseLease(t *tracked, lost error) {
@@ -528,29 +531,18 @@ func (r *Reconciler) holdLease(t *tracked) bool {
 		t.lease = l
 	}
 	e, _ := r.leases.Get(key)
-	claim, lost := t.lease.Observe(e, r.leases.Revision())
-	if lost != nil {
-		r.loseLease(t, lost)
-	}
-	if t.lease.Held() {
-		return true
-	}
-	if !claim {
-		r.standby(t, e)
-		return false
-	}
-	err := t.lease.Claim(r.ctx, r.cfg.Clock.Now())
-	var held *lease.HeldError
+	h := t.lease.Hold(r.ctx, e, r.leases.Revision(), r.cfg.Clock.Now(), func(lost error) { r.loseLease(t, lost) })
 	switch {
-	case errors.As(err, &held):
+	case h.Standby:
 		r.standby(t, e)
 		return false
-	case err != nil:
-		r.emit(Event{Kind: EventStoreError, Intent: t.key, Err: err, Detail: "claim: " + err.Error()})
+	case h.Err != nil:
+		r.emit(Event{Kind: EventStoreError, Intent: t.key, Err: h.Err, Detail: "claim: " + h.Err.Error()})
 		return false
+	case h.Claimed:
+		t.standby = false
+		r.emit(Event{Kind: EventClaimed, Intent: t.key, Detail: fmt.Sprintf("%s revision %d", key, t.lease.Revision())})
 	}
-	t.standby = false
-	r.emit(Event{Kind: EventClaimed, Intent: t.key, Detail: fmt.Sprintf("%s revision %d", key, t.lease.Revision())})
 	return true
 }
 
@@ -588,30 +580,18 @@ func (r *Reconciler) unbind(t *tracked, why string) {
 }
 
 func (r *Reconciler) release(t *tracked) {
-	if t.lease == nil {
-		return
-	}
 	l := t.lease
 	t.lease, t.standby = nil, false
-	if !l.Held() {
-		return
+	if n, ok := lease.Drop(r.ctx, l); ok {
+		r.noteLease(t, n)
 	}
-	if err := l.Release(r.ctx); err != nil {
-		r.emit(Event{Kind: EventStoreError, Intent: t.key, Err: err, Detail: "release: " + err.Error()})
-		return
-	}
-	r.emit(Event{Kind: EventReleased, Intent: t.key, Detail: l.Key()})
 }
 
 // teardown handles an intent that disappeared: nobody wants it any more.
 func (r *Reconciler) teardown(t *tracked) {
 	r.unbind(t, "intent gone")
 	r.release(t)
-	if t.statusRev == 0 {
-		return
-	}
-	_, err := r.conn.Delete(r.ctx, statestore.DeleteRequest{Namespace: r.cfg.Namespace, Key: r.statusKey(t.key), Expect: statestore.IfRevision(t.statusRev)})
-	if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+	if err := lease.DeleteOwned(r.ctx, r.conn, r.cfg.Namespace, r.statusKey(t.key), t.statusRev); err != nil {
 		r.emit(Event{Kind: EventStatusFailed, Intent: t.key, Err: err, Detail: err.Error()})
 	}
 }
@@ -647,29 +627,8 @@ func (r *Reconciler) writeStatus(t *tracked, st Status) {
 		return
 	}
 	key := r.statusKey(t.key)
-	put := func(x statestore.Expect) (statestore.Entry, error) {
-		return r.conn.Put(r.ctx, statestore.PutRequest{Namespace: r.cfg.Namespace, Key: key, Schema: StatusSchema, Document: doc, Expect: x})
-	}
-	x := statestore.CreateOnly
-	if t.statusRev != 0 {
-		x = statestore.IfRevision(t.statusRev)
-	}
-	e, err := put(x)
-	if errors.Is(err, statestore.ErrConflict) {
-		// Reread: ours from before a restart is adopted; anyone else's
-		// stays as it is.
-		cur, gerr := r.conn.Get(r.ctx, r.cfg.Namespace, key)
-		switch {
-		case gerr == nil && r.ours(cur):
-			e, err = put(statestore.IfRevision(cur.Revision))
-		case gerr == nil:
-			err = &StatusError{Key: key, Owner: cur.Owner}
-		case errors.Is(gerr, statestore.ErrNotFound):
-			e, err = put(statestore.CreateOnly)
-		default:
-			err = gerr
-		}
-	}
+	e, err := lease.PutOwned(r.ctx, r.conn, statestore.PutRequest{Namespace: r.cfg.Namespace, Key: key, Schema: StatusSchema, Document: doc},
+		t.statusRev, r.ours, func(cur statestore.Entry) error { return &StatusError{Key: key, Owner: cur.Owner} })
 	if err != nil {
 		r.emit(Event{Kind: EventStatusFailed, Intent: t.key, Err: err, Detail: err.Error()})
 		return

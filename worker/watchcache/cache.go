@@ -18,10 +18,12 @@
 //     revision also counts keys outside the prefix.
 //     Code: Cache.valid, Cache.Handle.
 //     Tests: TestRevisionSkipIsHarmless.
-//  3. A sequence gap, a Closed message, a rejected update (a key outside
-//     the prefix, another namespace, a PUT without its entry, a revision
-//     that does not increase, a DELETE or EXPIRE of a key the cache lacks),
-//     or an explicit Resync means the local copy can no longer be trusted
+//  3. A sequence gap, a Closed message (whatever its reason: UNAVAILABLE,
+//     from a cluster node that lost its leader, as much as BUFFER_OVERFLOW
+//     or RESTORED), a rejected update (a key outside the prefix, another
+//     namespace, a PUT without its entry, a revision that does not
+//     increase, a DELETE or EXPIRE of a key the cache lacks), or an
+//     explicit Resync means the local copy can no longer be trusted
 //     to follow the server, so the cache re-snapshots: it unwatches the old
 //     watch (best effort), watches again under a new watch id, and replaces
 //     its keys only once the new snapshot is installed. Until then readers

@@ -8,10 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/watch"
 	"github.com/keeppeek/statestore/worker/watchcache"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -346,7 +347,7 @@ func TestRepeatedSequenceResnapshots(t *testing.T) {
 
 func TestClosedResnapshots(t *testing.T) {
 	t.Parallel()
-	for _, r := range []watch.Reason{watch.BufferOverflow, watch.AckTimeout, watch.Restored} {
+	for _, r := range []watch.Reason{watch.BufferOverflow, watch.AckTimeout, watch.Restored, watch.Unavailable} {
 		t.Run(r.String(), func(t *testing.T) {
 			t.Parallel()
 			f := newSource()

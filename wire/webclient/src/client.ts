@@ -16,6 +16,10 @@
 //     disconnect means "unwatch (when the connection still stands) and take
 //     a new snapshot"; the cached keys stay until the new snapshot replaces
 //     them, and no state is ever invented to fill a gap;
+//   - a closure UNAVAILABLE comes from a cluster node that lost its leader
+//     and refuses new watches until one is back: the new snapshot is asked
+//     for after the reconnect delay, and a refusal UNAVAILABLE of it is
+//     retried the same way instead of failing the watch;
 //   - what was applied is acknowledged with WatchStateAck naming the highest
 //     contiguously applied sequence (at most one ack in flight per watch;
 //     the next one names the newest sequence, so acks keep up with any rate).
@@ -353,6 +357,17 @@ export class StateStoreClient {
   forget(w: Watch): void {
     this.watches.delete(w);
   }
+
+  /**
+   * @internal Calls again after the reconnect delay (a node without a
+   * leader refuses new watches until one is back), if the connection is
+   * still open then; a reconnect restarts every watch by itself.
+   */
+  later(again: () => void): void {
+    setTimeout(() => {
+      if (!this.stopped && this.state === "open") again();
+    }, this.opts.reconnectDelayMs);
+  }
 }
 
 function expectResult(m: ServerMessage): StateStoreResult {
@@ -403,6 +418,8 @@ export class Watch {
   private wireId = "";
   private acked = 0n;
   private ackInFlight = false;
+  /** Set by a closure UNAVAILABLE until a snapshot is installed again. */
+  private awaitingLeader = false;
 
   /** @internal */
   constructor(
@@ -436,7 +453,14 @@ export class Watch {
         try {
           r = expectResult(m);
         } catch (e) {
-          this.fail(e as StateStoreError);
+          const se = e as StateStoreError;
+          if (this.awaitingLeader && se.code === StateStoreErrorCode.UNAVAILABLE) {
+            this.wireId = "";
+            this.onEvent(this, { type: "resync", why: `still unavailable: ${se.message}` });
+            this.retry();
+            return;
+          }
+          this.fail(se);
           return;
         }
         if (r.result.case !== "watch") {
@@ -444,6 +468,7 @@ export class Watch {
           return;
         }
         const snap = r.result.value;
+        this.awaitingLeader = false;
         this.entries.clear();
         for (const e of snap.entries) this.entries.set(e.key, e);
         this.snapshotRevision = snap.snapshotRevision;
@@ -453,7 +478,14 @@ export class Watch {
       },
       (e: StateStoreError) => {
         // Only a disconnect rejects locally; the reconnect restarts us.
-        if (this.wireId === wireId && e.code !== undefined) this.fail(e);
+        if (this.wireId !== wireId || e.code === undefined) return;
+        if (this.awaitingLeader && e.code === StateStoreErrorCode.UNAVAILABLE) {
+          this.wireId = "";
+          this.onEvent(this, { type: "resync", why: `still unavailable: ${e.message}` });
+          this.retry();
+          return;
+        }
+        this.fail(e);
       },
     );
   }
@@ -536,7 +568,20 @@ export class Watch {
     this.onEvent(this, { type: "closed", reason, message });
     this.status = "resyncing";
     this.wireId = "";
+    if (reason === StateStoreWatchCloseReason.UNAVAILABLE) {
+      this.awaitingLeader = true;
+      this.retry();
+      return;
+    }
     this.start();
+  }
+
+  /** Starts again after the reconnect delay, unless superseded meanwhile. */
+  private retry(): void {
+    const generation = this.generation;
+    this.client.later(() => {
+      if (this.generation === generation && this.wireId === "" && this.status === "resyncing") this.start();
+    });
   }
 
   /** Unwatches (when connected) and takes a new snapshot. */

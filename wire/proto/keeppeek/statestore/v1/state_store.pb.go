@@ -192,6 +192,12 @@ const (
 	StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_SNAPSHOT_DELIVERY_FAILED StateStoreWatchCloseReason = 4
 	StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_STORE_CLOSED             StateStoreWatchCloseReason = 5
 	StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_RESTORED                 StateStoreWatchCloseReason = 6
+	// The node serving the watch has heard from no leader of its cluster for
+	// its bound (3 s by default): it can no longer promise that its state is
+	// current, so it closes its watches and refuses writes, linearizable reads
+	// and new watches until a leader is back. A client re-snapshots on another
+	// endpoint when it has one.
+	StateStoreWatchCloseReason_STATE_STORE_WATCH_CLOSE_REASON_UNAVAILABLE StateStoreWatchCloseReason = 7
 )
 
 // Enum value maps for StateStoreWatchCloseReason.
@@ -204,6 +210,7 @@ var (
 		4: "STATE_STORE_WATCH_CLOSE_REASON_SNAPSHOT_DELIVERY_FAILED",
 		5: "STATE_STORE_WATCH_CLOSE_REASON_STORE_CLOSED",
 		6: "STATE_STORE_WATCH_CLOSE_REASON_RESTORED",
+		7: "STATE_STORE_WATCH_CLOSE_REASON_UNAVAILABLE",
 	}
 	StateStoreWatchCloseReason_value = map[string]int32{
 		"STATE_STORE_WATCH_CLOSE_REASON_UNSPECIFIED":              0,
@@ -213,6 +220,7 @@ var (
 		"STATE_STORE_WATCH_CLOSE_REASON_SNAPSHOT_DELIVERY_FAILED": 4,
 		"STATE_STORE_WATCH_CLOSE_REASON_STORE_CLOSED":             5,
 		"STATE_STORE_WATCH_CLOSE_REASON_RESTORED":                 6,
+		"STATE_STORE_WATCH_CLOSE_REASON_UNAVAILABLE":              7,
 	}
 )
 
@@ -1685,7 +1693,7 @@ const file_state_store_proto_rawDesc = "" +
 	")STATE_STORE_WATCH_UPDATE_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!STATE_STORE_WATCH_UPDATE_KIND_PUT\x10\x01\x12(\n" +
 	"$STATE_STORE_WATCH_UPDATE_KIND_DELETE\x10\x02\x12(\n" +
-	"$STATE_STORE_WATCH_UPDATE_KIND_EXPIRE\x10\x03*\x82\x03\n" +
+	"$STATE_STORE_WATCH_UPDATE_KIND_EXPIRE\x10\x03*\xb2\x03\n" +
 	"\x1aStateStoreWatchCloseReason\x12.\n" +
 	"*STATE_STORE_WATCH_CLOSE_REASON_UNSPECIFIED\x10\x00\x122\n" +
 	".STATE_STORE_WATCH_CLOSE_REASON_BUFFER_OVERFLOW\x10\x01\x12.\n" +
@@ -1693,7 +1701,8 @@ const file_state_store_proto_rawDesc = "" +
 	"1STATE_STORE_WATCH_CLOSE_REASON_AUTHORIZATION_LOST\x10\x03\x12;\n" +
 	"7STATE_STORE_WATCH_CLOSE_REASON_SNAPSHOT_DELIVERY_FAILED\x10\x04\x12/\n" +
 	"+STATE_STORE_WATCH_CLOSE_REASON_STORE_CLOSED\x10\x05\x12+\n" +
-	"'STATE_STORE_WATCH_CLOSE_REASON_RESTORED\x10\x06BOZMgithub.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1;statestorev1b\x06proto3"
+	"'STATE_STORE_WATCH_CLOSE_REASON_RESTORED\x10\x06\x12.\n" +
+	"*STATE_STORE_WATCH_CLOSE_REASON_UNAVAILABLE\x10\aBOZMgithub.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1;statestorev1b\x06proto3"
 
 var (
 	file_state_store_proto_rawDescOnce sync.Once
