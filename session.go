@@ -7,7 +7,7 @@ import (
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/watch"
-	"github.com/keeppeek/statestore/wire"
+	"github.com/keeppeek/statestore/wire/wiresize"
 )
 
 // Watches. A Session stands for one authenticated control channel: one
@@ -146,11 +146,11 @@ func capture(v *materialize.View, req WatchRequest, l quota.Limits, now int64) (
 // snapshotBound applies the watch snapshot bounds (Limits) while a
 // snapshot is captured: at most MaxSnapshotEntries entries, and an answer
 // (the whole encoded ServerMessage carrying StateStoreResult.watch) of at
-// most MaxSnapshotBytes bytes, measured exactly by package wire.
+// most MaxSnapshotBytes bytes, measured exactly by package wiresize.
 type snapshotBound struct {
 	maxEntries, maxBytes int
 	n                    int
-	size                 wire.SnapshotSize
+	size                 wiresize.SnapshotSize
 }
 
 // add counts e and reports whether capturing should go on: it stops as soon

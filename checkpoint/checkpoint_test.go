@@ -7,15 +7,17 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/klauspost/compress/zstd"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -613,3 +615,45 @@ func TestDecompressionBounded(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestLowerEncoderMemSameBytes: the lower-memory option changes only what
+// the encoder allocates, never the bytes it writes, for inputs below,
+// at and well past the window (where the smaller history is shifted more
+// often), written in the small pieces Encode hands it.
+func TestLowerEncoderMemSameBytes(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	docs := func(n int) []byte {
+		var b []byte
+		for i := 0; len(b) < n; i++ {
+			b = fmt.Appendf(b, `{"role":"publish","desired":true,"source_id":"cam-%d","media_kind":"video","priority":%d,"recording_mode":"disabled"}`, i, rng.IntN(1000))
+		}
+		return b[:n]
+	}
+	noise := make([]byte, 3<<20)
+	for i := range noise {
+		noise[i] = byte(rng.IntN(16)) // compressible, few long matches
+	}
+	inputs := map[string][]byte{"empty": nil, "1KiB": docs(1 << 10), "300KiB": docs(300 << 10), "window": docs(encoderWindow),
+		"3MiB": docs(3 << 20), "3MiB noise": noise}
+	for name, in := range inputs {
+		var out [2]bytes.Buffer
+		for i, lower := range []bool{false, true} {
+			enc := newEncoderMem(lower)
+			enc.Reset(&out[i])
+			for p := in; len(p) > 0; {
+				n := min(len(p), 1+rng.IntN(8<<10))
+				if _, err := enc.Write(p[:n]); err != nil {
+					t.Fatal(err)
+				}
+				p = p[n:]
+			}
+			if err := enc.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(out[0].Bytes(), out[1].Bytes()) {
+			t.Errorf("%s: %d bytes with the default memory, %d with the lower: not the same bytes", name, out[0].Len(), out[1].Len())
+		}
+	}
+}

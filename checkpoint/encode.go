@@ -8,8 +8,9 @@ import (
 	"io"
 	"math"
 
-	"github.com/keeppeek/statestore/materialize"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/keeppeek/statestore/materialize"
 )
 
 // encoderWindow is the zstd window the encoder uses. Documents are small
@@ -23,7 +24,11 @@ const encoderWindow = 512 << 10
 
 // newEncoder builds a zstd encoder with the options every image is written
 // with.
-func newEncoder() *zstd.Encoder {
+func newEncoder() *zstd.Encoder { return newEncoderMem(true) }
+
+// newEncoderMem is newEncoder with the lower-memory option as given
+// (TestLowerEncoderMemSameBytes compares the two).
+func newEncoderMem(lowerMem bool) *zstd.Encoder {
 	enc, err := zstd.NewWriter(nil,
 		// The window goes before the level: a level given first, with no
 		// window yet, also sets 64 KiB blocks, and then every 64 KiB pays
@@ -44,6 +49,13 @@ func newEncoder() *zstd.Encoder {
 		zstd.WithEncoderCRC(true),
 		// Always a whole frame, even for an empty view.
 		zstd.WithZeroFrames(true),
+		// The history is then the window plus one block (640 KiB) instead
+		// of at least 1 MiB, and the block buffers start small and grow to
+		// what the images need: the state is kept between checkpoints, so
+		// this is resident in every store's process. Matches still reach
+		// the whole window, so the bytes written are the same
+		// (TestLowerEncoderMemSameBytes).
+		zstd.WithLowerEncoderMem(lowerMem),
 	)
 	if err != nil {
 		panic("checkpoint: zstd encoder options: " + err.Error())

@@ -179,14 +179,14 @@ func TestPrewriteWriteFailureRests(t *testing.T) {
 		full   = true
 	)
 	s := &seams{}
-	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+	s.writeZeros.set(func(f *os.File, n, off int64) error {
 		mu.Lock()
 		defer mu.Unlock()
 		writes[filepath.Base(f.Name())]++
 		if full {
 			return syscall.ENOSPC
 		}
-		return writeZerosAt(f, zeros, off)
+		return writeZerosAt(f, n, off)
 	})
 	tried := func(name string) int {
 		mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,11 +210,11 @@ func TestWritesBelowZerosBeingWrittenGoOn(t *testing.T) {
 	var start int64
 	s := &seams{}
 	// Before Open: the pre-writer starts with it.
-	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+	s.writeZeros.set(func(f *os.File, n, off int64) error {
 		if off > 0 { // the first chunk is written before any record
 			g.hold(func() { start = off })
 		}
-		return writeZerosAt(f, zeros, off)
+		return writeZerosAt(f, n, off)
 	})
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournalOpts(t, dir, Options{SegmentSize: seg, seams: s})
@@ -296,11 +297,11 @@ func TestPrewriteChunkFollowsTheCommitRate(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	s := &seams{}
-	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+	s.writeZeros.set(func(f *os.File, n, off int64) error {
 		mu.Lock()
-		sizes = append(sizes, len(zeros))
+		sizes = append(sizes, int(n))
 		mu.Unlock()
-		return writeZerosAt(f, zeros, off)
+		return writeZerosAt(f, n, off)
 	})
 	taken := func() []int {
 		mu.Lock()
@@ -362,9 +363,9 @@ func TestNoPrewriteKeepsTailAppendOnly(t *testing.T) {
 	t.Parallel()
 	var zeroWrites atomic.Int64
 	s := &seams{}
-	s.writeZeros.set(func(f *os.File, zeros []byte, off int64) error {
+	s.writeZeros.set(func(f *os.File, n, off int64) error {
 		zeroWrites.Add(1)
-		return writeZerosAt(f, zeros, off)
+		return writeZerosAt(f, n, off)
 	})
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournalOpts(t, dir, Options{SegmentSize: 4096, NoPrewrite: true, seams: s})
@@ -385,5 +386,39 @@ func TestNoPrewriteKeepsTailAppendOnly(t *testing.T) {
 	}
 	if n := zeroWrites.Load(); n != 0 {
 		t.Fatalf("%d zero writes under NoPrewrite", n)
+	}
+}
+
+// TestWriteZerosAt: n zero bytes land at off, whatever n is against the
+// shared 64 KiB block, and the bytes either side stay as they were.
+func TestWriteZerosAt(t *testing.T) {
+	t.Parallel()
+	block := int64(len(zeros))
+	for _, n := range []int64{0, 1, block - 1, block, block + 1, 3*block + 7, prewriteAhead} {
+		t.Run(strconv.FormatInt(n, 10), func(t *testing.T) {
+			t.Parallel()
+			const off = 100
+			f, err := os.Create(filepath.Join(t.TempDir(), "tail"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			before := bytes.Repeat([]byte{0xA5}, int(off+n+100))
+			if _, err := f.Write(before); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeZerosAt(f, n, off); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(before)
+			clear(want[off : off+n])
+			if !bytes.Equal(got, want) {
+				t.Errorf("writeZerosAt(%d, %d) left %d bytes, not the expected %d with zeros at [%d, %d)", n, off, len(got), len(want), off, off+n)
+			}
+		})
 	}
 }

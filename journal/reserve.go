@@ -150,7 +150,8 @@ func (r *reserve) whole() bool {
 	return ok && st.Blocks*512 >= r.size
 }
 
-// zeros is the source of the reserve's bytes.
+// zeros is the source of the reserve's bytes and of the pre-writer's
+// (writeZerosAt), never written to.
 var zeros [64 << 10]byte
 
 // write (re)creates the reserve file with real bytes and makes it durable.

@@ -25,7 +25,7 @@ type seams struct {
 	syncSegmentDir seam[func(dir string) error]
 	// writeZeros writes pre-written zeros once their range is reserved and
 	// the locks are let go: held, or measured.
-	writeZeros seam[func(f *os.File, zeros []byte, off int64) error]
+	writeZeros seam[func(f *os.File, n, off int64) error]
 	// prewriteStepped is told, outside the lock, after every pre-write
 	// step whether more may follow: how a test waits for the pre-writer
 	// to go idle.
@@ -83,15 +83,15 @@ func (j *Journal) syncSegmentDir(dir string) error {
 	return j.fs.SyncDir(dir)
 }
 
-// writeZeros writes zeros at off of the tail file, once the range is
-// reserved and the locks let go.
-func (j *Journal) writeZeros(f *os.File, zeros []byte, off int64) error {
+// writeZeros writes n zero bytes at off of the tail file, once the range
+// is reserved and the locks let go.
+func (j *Journal) writeZeros(f *os.File, n, off int64) error {
 	if s := j.opts.seams; s != nil {
 		if fn, ok := s.writeZeros.get(); ok {
-			return fn(f, zeros, off)
+			return fn(f, n, off)
 		}
 	}
-	return writeZerosAt(f, zeros, off)
+	return writeZerosAt(f, n, off)
 }
 
 // prewriteStepped reports a finished pre-write step to a test waiting for

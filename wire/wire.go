@@ -15,14 +15,15 @@
 //     so the caller must not modify them.
 //     Code: Entry, StoreEntry.
 //     Tests: TestEntryCarriesEveryField, TestEveryValueRoundTrips.
-//  2. SnapshotSize.Total equals len(proto.Marshal(m)) of the ServerMessage
-//     m that answers the WatchState: ServerMessage.result ->
+//  2. SnapshotSize (wiresize.SnapshotSize, by protowire arithmetic alone)
+//     Total equals len(proto.Marshal(m)) of the ServerMessage m that
+//     answers the WatchState: ServerMessage.result ->
 //     StateStoreResult{request_id, watch: StateStoreWatchSnapshot{watch_id,
-//     snapshot_revision, entries}}. The store enforces its 65,536-byte
-//     snapshot bound against this number, so the bound is exact rather
-//     than an estimate.
-//     Code: SnapshotSize.Add, SnapshotSize.Total, statestore.snapshotBound.check.
-//     Tests: TestSnapshotSizeIsExact, dispatch.TestSnapshotBoundIsExact.
+//     snapshot_revision, entries}}, with the generated descriptors' field
+//     numbers. The store enforces its 65,536-byte snapshot bound against
+//     this number, so the bound is exact rather than an estimate.
+//     Code: wiresize.SnapshotSize.Add, wiresize.SnapshotSize.Total, wiresize.EntrySize, statestore.snapshotBound.check.
+//     Tests: TestSnapshotSizeIsExact, TestEntrySizeIsProtoSize, TestWireSizeFieldNumbers, dispatch.TestSnapshotBoundIsExact.
 //  3. Every update kind and close reason maps to the wire value of the same
 //     spelling and back, every wire value but UNSPECIFIED is reached, and
 //     UNSPECIFIED or an unknown wire value maps to the invalid zero value
@@ -35,12 +36,9 @@
 package wire
 
 import (
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/keeppeek/statestore/materialize"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/wire/wiresize"
 )
 
 // Entry returns e as a StateEntry. The document is shared with e.
@@ -58,46 +56,7 @@ func Entry(e *materialize.Entry) *pb.StateEntry {
 	}
 }
 
-// Field numbers of the snapshot answer's envelope, read from the generated
-// descriptors so that a renumbering in the .proto cannot leave the size
-// computation behind.
-var (
-	fieldServerResult    = fieldNumber(&pb.ServerMessage{}, "result")
-	fieldResultWatch     = fieldNumber(&pb.StateStoreResult{}, "watch")
-	fieldSnapshotEntries = fieldNumber(&pb.StateStoreWatchSnapshot{}, "entries")
-)
-
-func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
-	fd := m.ProtoReflect().Descriptor().Fields().ByName(name)
-	if fd == nil {
-		panic("wire: the generated descriptor lost field " + string(name))
-	}
-	return fd.Number()
-}
-
 // SnapshotSize accumulates the encoded size of a watch snapshot answer one
-// entry at a time, so a capture can stop as soon as the entries alone pass
-// the bound. The zero value is an empty snapshot.
-type SnapshotSize struct {
-	entries int // encoded bytes of the repeated entries field
-}
-
-// Add counts one more entry of the snapshot.
-func (z *SnapshotSize) Add(e *materialize.Entry) {
-	z.entries += protowire.SizeTag(fieldSnapshotEntries) + protowire.SizeBytes(proto.Size(Entry(e)))
-}
-
-// Entries returns the bytes the entries counted so far encode to: a lower
-// bound of Total whatever the envelope holds.
-func (z *SnapshotSize) Entries() int { return z.entries }
-
-// Total returns the exact encoded size of the ServerMessage answering a
-// WatchState with requestID and watchID by the counted entries at
-// snapshotRevision.
-func (z *SnapshotSize) Total(requestID uint64, watchID string, snapshotRevision uint64) int {
-	snap := proto.Size(&pb.StateStoreWatchSnapshot{WatchId: watchID, SnapshotRevision: snapshotRevision}) + z.entries
-	// A set oneof field is encoded even when its message is empty.
-	result := proto.Size(&pb.StateStoreResult{RequestId: requestID}) +
-		protowire.SizeTag(fieldResultWatch) + protowire.SizeBytes(snap)
-	return protowire.SizeTag(fieldServerResult) + protowire.SizeBytes(result)
-}
+// entry at a time (wiresize.SnapshotSize, which the root package uses
+// without linking the generated messages).
+type SnapshotSize = wiresize.SnapshotSize

@@ -6,10 +6,13 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/keeppeek/statestore/materialize"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+	"github.com/keeppeek/statestore/wire/wiresize"
 )
 
 func snapshotMessage(requestID uint64, watchID string, rev uint64, entries []*materialize.Entry) *pb.ServerMessage {
@@ -83,6 +86,77 @@ func TestSnapshotSizeIsExact(t *testing.T) {
 					t.Fatalf("Entries %d exceeds the encoded size %d", z.Entries(), len(b))
 				}
 			}
+		}
+	}
+}
+
+// TestWireSizeFieldNumbers: the field numbers wiresize computes with are
+// the generated descriptors', so a renumbering in the .proto cannot leave
+// the size arithmetic behind.
+func TestWireSizeFieldNumbers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		m     proto.Message
+		field protoreflect.Name
+		want  protowire.Number
+	}{
+		{&pb.ServerMessage{}, "result", wiresize.FieldServerResult},
+		{&pb.StateStoreResult{}, "request_id", wiresize.FieldResultRequestID},
+		{&pb.StateStoreResult{}, "watch", wiresize.FieldResultWatch},
+		{&pb.StateStoreWatchSnapshot{}, "watch_id", wiresize.FieldSnapshotWatchID},
+		{&pb.StateStoreWatchSnapshot{}, "snapshot_revision", wiresize.FieldSnapshotRevision},
+		{&pb.StateStoreWatchSnapshot{}, "entries", wiresize.FieldSnapshotEntries},
+		{&pb.StateEntry{}, "namespace", wiresize.FieldEntryNamespace},
+		{&pb.StateEntry{}, "key", wiresize.FieldEntryKey},
+		{&pb.StateEntry{}, "schema", wiresize.FieldEntrySchema},
+		{&pb.StateEntry{}, "owner", wiresize.FieldEntryOwner},
+		{&pb.StateEntry{}, "revision", wiresize.FieldEntryRevision},
+		{&pb.StateEntry{}, "created_at_ms", wiresize.FieldEntryCreatedAtMs},
+		{&pb.StateEntry{}, "updated_at_ms", wiresize.FieldEntryUpdatedAtMs},
+		{&pb.StateEntry{}, "expires_at_ms", wiresize.FieldEntryExpiresAtMs},
+		{&pb.StateEntry{}, "document", wiresize.FieldEntryDocument},
+	}
+	entryFields := 0
+	for _, tc := range tests {
+		d := tc.m.ProtoReflect().Descriptor()
+		fd := d.Fields().ByName(tc.field)
+		if fd == nil || fd.Number() != tc.want {
+			t.Errorf("%s.%s: descriptor %v, wiresize uses %d", d.Name(), tc.field, fd, tc.want)
+		}
+		if d.Name() == "StateEntry" {
+			entryFields++
+		}
+	}
+	// EntrySize counts every field of StateEntry: one added to the .proto
+	// must be added to it.
+	if n := (&pb.StateEntry{}).ProtoReflect().Descriptor().Fields().Len(); n != entryFields {
+		t.Errorf("StateEntry has %d fields, wiresize.EntrySize counts %d", n, entryFields)
+	}
+}
+
+// TestEntrySizeIsProtoSize compares wiresize.EntrySize with proto.Size of
+// the entry's message over zero, small, negative and extreme fields and
+// documents across the varint length boundaries.
+func TestEntrySizeIsProtoSize(t *testing.T) {
+	t.Parallel()
+	long := string(bytes.Repeat([]byte("n"), 300))
+	tests := []materialize.Entry{
+		{},
+		{Namespace: "a"},
+		{Key: long, Schema: "keeppeek.media-intent.v1", Owner: "o"},
+		{Revision: 1, CreatedMs: 1, UpdatedMs: 1, ExpiresMs: 1},
+		{Revision: 127, CreatedMs: 128, UpdatedMs: 16383, ExpiresMs: 16384},
+		{Revision: math.MaxUint64, CreatedMs: math.MinInt64, UpdatedMs: math.MaxInt64, ExpiresMs: -1},
+		{Document: []byte{}},
+		{Document: bytes.Repeat([]byte("x"), 127)},
+		{Document: bytes.Repeat([]byte("x"), 128)},
+		{Document: bytes.Repeat([]byte("x"), 16384)},
+		{Namespace: "service/transcoder-a", Key: "intents/k", Schema: "keeppeek.media-intent.v1", Owner: "coordinator",
+			Revision: 41, CreatedMs: 1 << 42, UpdatedMs: 1<<42 + 1, ExpiresMs: 1 << 43, Document: bytes.Repeat([]byte("x"), 2193)},
+	}
+	for i, e := range tests {
+		if got, want := wiresize.EntrySize(&e), proto.Size(Entry(&e)); got != want {
+			t.Errorf("case %d (%+v): EntrySize %d, proto.Size %d", i, e, got, want)
 		}
 	}
 }

@@ -30,6 +30,7 @@ const (
 	FigRoundsSampled     = "rounds_sampled_count"
 	FigHWMBytes          = "hwm_rss_bytes"
 	FigStartRSSBytes     = "start_rss_bytes"
+	FigOpenRSSBytes      = "open_rss_bytes"
 	FigDurabilityP50Us   = "durability_cost_p50_us"
 	FigDurabilityP95Us   = "durability_cost_p95_us"
 	FigPeakDiskBytes     = "peak_disk_bytes"
@@ -109,8 +110,12 @@ func SpecFigures(results []harness.Result) []SpecFigure {
 		if !ok || !has {
 			return "", false
 		}
-		return fmt.Sprintf("%s (over %s rounds; VmHWM %s; %s before the stores opened)", formatFigure(v, "bytes"), formatFigure(r.Figures[FigRoundsSampled], ""),
-			formatFigure(r.Figures[FigHWMBytes], "bytes"), formatFigure(r.Figures[FigStartRSSBytes], "bytes")), true
+		stages := formatFigure(r.Figures[FigStartRSSBytes], "bytes") + " before the stores opened"
+		if o, has := r.Figures[FigOpenRSSBytes]; has {
+			stages += ", " + formatFigure(o, "bytes") + " after Open"
+		}
+		return fmt.Sprintf("%s (over %s rounds; VmHWM %s; %s)", formatFigure(v, "bytes"), formatFigure(r.Figures[FigRoundsSampled], ""),
+			formatFigure(r.Figures[FigHWMBytes], "bytes"), stages), true
 	})
 	add("Stall ceiling: any measured operation taking 5 s fails the run", "no operation reached 5 s", specQualification,
 		"every workload of the run (--stall-ceiling, default 5s)", func() (string, bool) { return slowest(results) })

@@ -109,8 +109,6 @@ func run(args []string) error {
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/bench/results/ (SVG figures, results.json) for this run")
 	stall := fs.Duration("stall-ceiling", harness.StallCeiling, "fail the run on any single operation taking `D` or longer")
-	serialChild := fs.Bool(serialChildFlag, false, "run only the serial process workload and write its figures as JSON to stdout (qualify runs itself so)")
-	_ = fs.MarkHidden(serialChildFlag)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
@@ -144,9 +142,6 @@ func run(args []string) error {
 		return fmt.Errorf("--duration must be positive (or set --ops-per-writer)")
 	case *stall <= 0:
 		return fmt.Errorf("--stall-ceiling must be positive")
-	}
-	if *serialChild {
-		return runSerialChild(os.Stdout, *dir, *ops, harness.Runner{Ceiling: *stall})
 	}
 	for _, w := range *writers {
 		if w <= 0 {

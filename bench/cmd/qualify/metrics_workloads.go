@@ -51,7 +51,7 @@ func runDurableCASMetrics(env *Env) ([]harness.Result, error) {
 		owners := newOwners(casKeys)
 		scrape := i == 1
 		stores[i] = s
-		sides[i] = harness.SerialSide{Name: name, Op: func(i int) error { return owners[i%casKeys].cas(s) },
+		sides[i] = harness.SerialSide{Name: name, Op: func(i int) error { return owners[i%casKeys].CAS(s) },
 			Enter: func() { scraping.Store(scrape) }}
 	}
 

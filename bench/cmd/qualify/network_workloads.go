@@ -59,12 +59,12 @@ func (t tokenTable) Authenticate(r *http.Request) (statestore.Principal, error) 
 }
 
 // tokenOf is an owner's bearer token.
-func tokenOf(o *casOwner) string { return "token-" + o.p.ID }
+func tokenOf(o *casOwner) string { return "token-" + o.Principal.ID }
 
 func serveWS(s *statestore.Store, owners []*casOwner) (*wsServer, error) {
 	table := tokenTable{}
 	for _, o := range owners {
-		table[tokenOf(o)] = o.p
+		table[tokenOf(o)] = o.Principal
 	}
 	h, err := wstransport.NewHandler(dispatch.New(s, dispatch.Options{}), wstransport.Options{Authenticator: table})
 	if err != nil {
@@ -112,7 +112,7 @@ func newWSCAS(s *statestore.Store) (*wsCAS, error) {
 	for _, o := range c.owners {
 		cl, err := client.Dial(context.Background(), client.Config{Endpoints: []string{srv.url}, Token: tokenOf(o)})
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("ws_cas: dial %s as %s: %w", srv.url, o.p.ID, err), c.close())
+			return nil, errors.Join(fmt.Errorf("ws_cas: dial %s as %s: %w", srv.url, o.Principal.ID, err), c.close())
 		}
 		c.clients = append(c.clients, cl)
 	}
@@ -123,14 +123,14 @@ func newWSCAS(s *statestore.Store) (*wsCAS, error) {
 // its answer's decode.
 func (c *wsCAS) put(k int) error {
 	o := c.owners[k]
-	e, err := c.clients[k].Put(context.Background(), o.request())
+	e, err := c.clients[k].Put(context.Background(), o.Request())
 	if err != nil {
 		return err
 	}
-	if e.Revision <= o.rev {
-		return fmt.Errorf("owner %s: revision %d answered after %d", o.p.ID, e.Revision, o.rev)
+	if e.Revision <= o.Rev {
+		return fmt.Errorf("owner %s: revision %d answered after %d", o.Principal.ID, e.Revision, o.Rev)
 	}
-	o.rev = e.Revision
+	o.Rev = e.Revision
 	return nil
 }
 
@@ -292,7 +292,7 @@ func runNetworkSerial(env *Env) (out []harness.Result, err error) {
 		return nil, err
 	}
 	owners := newOwners(casKeys)
-	side(nameDurableCAS, func(i int) error { return owners[i%casKeys].cas(s) })
+	side(nameDurableCAS, func(i int) error { return owners[i%casKeys].CAS(s) })
 
 	wired, err := openIn(env, &cl, nameWireCAS, openStore)
 	if err != nil {
@@ -361,7 +361,7 @@ func runNetworkConcurrent(env *Env) (out []harness.Result, err error) {
 		return nil, err
 	}
 	owners := newOwners(casKeys)
-	side(nameDurableCASConcurrent, func(wr, i int) error { return owners[ownerOf(wr, i, writers)].cas(s) })
+	side(nameDurableCASConcurrent, func(wr, i int) error { return owners[ownerOf(wr, i, writers)].CAS(s) })
 
 	wss, err := openIn(env, &cl, nameWSCASConcurrent, openStore)
 	if err != nil {

@@ -62,7 +62,7 @@ func newFloorCAS(s *statestore.Store, owners []*casOwner, pair connPair) (*floor
 					c.done <- nil // the client closed its end
 					return
 				}
-				if err := o.cas(s); err != nil {
+				if err := o.CAS(s); err != nil {
 					c.done <- err
 					return
 				}

@@ -9,23 +9,11 @@ import (
 
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/report"
+	"github.com/keeppeek/statestore/bench/serialwork"
 )
 
-// TestMain lets the test binary be the serial process too: runSerialProcess
-// starts os.Executable() with --serial-child, which here is this binary.
-func TestMain(m *testing.M) {
-	if slices.Contains(os.Args[1:], "--"+serialChildFlag) {
-		if err := run(os.Args[1:]); err != nil {
-			os.Stderr.WriteString("qualify: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// TestSerialProcess runs the serial workload in its child process, two
-// rounds, and checks the rows the parent makes of the figures it
+// TestSerialProcess builds serialproc, runs the serial workload in it,
+// two rounds, and checks the rows the parent makes of the figures it
 // reported: both sides' latencies, a resident sample per round, the idle
 // sample, and the durability cost as durable minus in-memory.
 func TestSerialProcess(t *testing.T) {
@@ -52,8 +40,11 @@ func TestSerialProcess(t *testing.T) {
 		f[report.FigHWMBytes] < f[report.FigMaxRoundRSSBytes] || f[report.FigStartRSSBytes] <= 0 {
 		t.Errorf("process figures %v: want 2 round samples, resident sizes of at least 1 MiB, VmHWM above the sampled maximum", f)
 	}
-	if s := f[report.FigIdleSampleSeconds]; s < idleSample.Seconds() || s > 10 {
-		t.Errorf("idle sample of %vs, want at least %v", s, idleSample)
+	if f[report.FigOpenRSSBytes] < f[report.FigStartRSSBytes] || f[report.FigOpenRSSBytes] < 1<<20 {
+		t.Errorf("resident %v after Open, %v at start: want the stores' share on top", f[report.FigOpenRSSBytes], f[report.FigStartRSSBytes])
+	}
+	if s := f[report.FigIdleSampleSeconds]; s < serialwork.IdleSample.Seconds() || s > 10 {
+		t.Errorf("idle sample of %vs, want at least %v", s, serialwork.IdleSample)
 	}
 	if c := f[report.FigIdleCPUPercent]; c < 0 || c > 100*2 {
 		t.Errorf("idle CPU %v%%: not a share of at most two processors", c)
@@ -90,32 +81,6 @@ func TestStallFailsTheQualifyRun(t *testing.T) {
 	}
 	if err := run([]string{"--only", nameValidateMediaIntent, "--ops", "10", "--dir", dir, "--stall-ceiling", "0s"}); err == nil {
 		t.Errorf("--stall-ceiling 0s accepted")
-	}
-}
-
-// TestParseStatus reads the resident lines of /proc/<pid>/status, in
-// bytes, and refuses a file without them or with another unit.
-func TestParseStatus(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name     string
-		status   string
-		rss, hwm int64
-		ok       bool
-	}{
-		{"both", "Name:\tqualify\nVmHWM:\t   19396 kB\nVmRSS:\t   15188 kB\nThreads:\t7\n", 15188 << 10, 19396 << 10, true},
-		{"no HWM", "VmRSS:\t15188 kB\n", 0, 0, false},
-		{"other unit", "VmHWM:\t1 kB\nVmRSS:\t15188 MB\n", 0, 0, false},
-		{"not a number", "VmHWM:\t1 kB\nVmRSS:\tmany kB\n", 0, 0, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rss, hwm, err := parseStatus([]byte(tc.status))
-			if (err == nil) != tc.ok || rss != tc.rss || hwm != tc.hwm {
-				t.Errorf("parseStatus = %d, %d, %v; want %d, %d, ok %v", rss, hwm, err, tc.rss, tc.hwm, tc.ok)
-			}
-		})
 	}
 }
 

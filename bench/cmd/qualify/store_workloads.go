@@ -1,20 +1,20 @@
 package main
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/serialwork"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/schema"
 )
 
 // Names of the store's own workloads in the JSON report.
 const (
-	nameDurableCAS           = "durable_cas"
+	nameDurableCAS           = serialwork.DurableCAS
 	nameDurableCASConcurrent = "durable_cas_concurrent"
-	nameMemoryCAS            = "memory_cas"
+	nameMemoryCAS            = serialwork.MemoryCAS
 	nameMemoryCASConcurrent  = "memory_cas_concurrent"
 	// nameDurableCASAppend is durable_cas with the journal's tail left
 	// append-only (Options.NoPrewrite): what pre-writing gains, measured
@@ -28,46 +28,15 @@ const (
 	nameDurableCASConcurrentDirect = "durable_cas_concurrent_direct_sync"
 )
 
-// casOwner is one of the specification's simulated owner IDs: a user
-// principal writing one intent key in its own namespace.
-type casOwner struct {
-	p   statestore.Principal
-	ns  string
-	rev uint64
-	doc []byte
-}
+// casOwner is one of the specification's simulated owner IDs
+// (serialwork.Owner, shared with the serial_process child).
+type casOwner = serialwork.Owner
 
-func newOwners(n int) []*casOwner {
-	owners := make([]*casOwner, n)
-	for i := range owners {
-		id := fmt.Sprintf("owner-%03d", i)
-		owners[i] = &casOwner{p: statestore.Principal{ID: id}, ns: "user/" + id, doc: testdoc.MediaIntent(harness.DocBytes, i)}
-	}
-	return owners
-}
+// newOwners makes n owners, each with its own document.
+var newOwners = serialwork.NewOwners
 
-const casKey = "intents/front-door-video-browser-h264-720p"
-
-// request is the owner's next compare-and-set: create-only on the first
-// round, then on the revision it last wrote.
-func (o *casOwner) request() statestore.PutRequest {
-	x := statestore.CreateOnly
-	if o.rev != 0 {
-		x = statestore.IfRevision(o.rev)
-	}
-	return statestore.PutRequest{Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, Expect: x}
-}
-
-// cas performs one compare-and-set of the owner's document and records the
-// new revision.
-func (o *casOwner) cas(s *statestore.Store) error {
-	e, err := s.Put(context.Background(), o.p, o.request())
-	if err != nil {
-		return err
-	}
-	o.rev = e.Revision
-	return nil
-}
+// casKey is the one key every owner writes.
+const casKey = serialwork.Key
 
 // openScratch opens a store with opts in a fresh scratch directory named
 // for the workload.
@@ -89,7 +58,7 @@ func runSerialCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness.Res
 	}
 	defer s.Close()
 	owners := newOwners(casKeys)
-	r, err := env.Run.Serial(name, env.Ops, func(i int) error { return owners[i%casKeys].cas(s) })
+	r, err := env.Run.Serial(name, env.Ops, func(i int) error { return owners[i%casKeys].CAS(s) })
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +121,7 @@ func runConcurrentCAS(env *Env, name string, noSync, noPrewrite bool) ([]harness
 		writers := w
 		r, err := env.Run.RunBudget(name, writers, env.Budget, func(wr, i int) error {
 			owned := (casKeys - wr + writers - 1) / writers
-			return owners[wr+(i%owned)*writers].cas(s)
+			return owners[wr+(i%owned)*writers].CAS(s)
 		})
 		st, sst := s.JournalStats(), s.Stats()
 		r.Note += fmt.Sprintf(" batches=%d mean_batch=%.1f syncs=%d records_per_sync=%.1f sync_mean=%.0fµs checkpoints=%d",

@@ -102,7 +102,7 @@ func runTargetsSerial(env *Env) (out []harness.Result, err error) {
 	cl = append(cl, floor.close)
 	owners := newOwners(casKeys)
 	sides := []harness.SerialSide{
-		{Name: report.Alternating(nameDurableCAS), Op: func(i int) error { return owners[i%casKeys].cas(s) }},
+		{Name: report.Alternating(nameDurableCAS), Op: func(i int) error { return owners[i%casKeys].CAS(s) }},
 		{Name: report.Alternating(harness.NameRawAppend), Op: func(int) error { return raw.Append() }},
 		{Name: report.Alternating(sqlitepeer.NameCAS), Op: func(i int) error { return sq.CAS(i % casKeys) }},
 		{Name: report.Alternating(nameWireCAS), Op: wire.op},
@@ -146,9 +146,9 @@ func runTargetsConcurrent(env *Env) (out []harness.Result, err error) {
 	owners, directOwners := newOwners(casKeys), newOwners(casKeys)
 	owned := func(wr int) int { return (casKeys - wr + writers - 1) / writers }
 	sides := []harness.ConcurrentSide{
-		{Name: report.Alternating(nameDurableCASConcurrent), Op: func(wr, i int) error { return owners[wr+(i%owned(wr))*writers].cas(s) }},
+		{Name: report.Alternating(nameDurableCASConcurrent), Op: func(wr, i int) error { return owners[wr+(i%owned(wr))*writers].CAS(s) }},
 		{Name: report.Alternating(walpeer.NameGroup), Op: func(int, int) error { return wg.Commit() }},
-		{Name: report.Alternating(nameDurableCASConcurrentDirect), Op: func(wr, i int) error { return directOwners[wr+(i%owned(wr))*writers].cas(direct) }},
+		{Name: report.Alternating(nameDurableCASConcurrentDirect), Op: func(wr, i int) error { return directOwners[wr+(i%owned(wr))*writers].CAS(direct) }},
 	}
 	for _, p := range []struct {
 		name string

@@ -63,7 +63,7 @@ type wireCAS struct {
 func newWireCAS(srv *dispatch.Server) *wireCAS {
 	c := &wireCAS{owners: newOwners(casKeys), sessions: make([]*wireSession, casKeys)}
 	for i, o := range c.owners {
-		c.sessions[i] = dialWire(srv, o.p)
+		c.sessions[i] = dialWire(srv, o.Principal)
 	}
 	return c
 }
@@ -74,7 +74,7 @@ func (c *wireCAS) op(i int) error {
 	o := c.owners[i%casKeys]
 	c.id++
 	// expected_revision 0 on the first round is create-only, as in cas.
-	req := &pb.PutState{RequestId: c.id, Namespace: o.ns, Key: casKey, Schema: schema.MediaIntentV1, Document: o.doc, ExpectedRevision: &o.rev}
+	req := &pb.PutState{RequestId: c.id, Namespace: o.Namespace, Key: casKey, Schema: schema.MediaIntentV1, Document: o.Doc, ExpectedRevision: &o.Rev}
 	m, err := c.sessions[i%casKeys].call(&pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: req}})
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (c *wireCAS) op(i int) error {
 	if res.GetRequestId() != c.id || res.GetEntry() == nil {
 		return fmt.Errorf("request %d answered %v", c.id, m)
 	}
-	o.rev = res.GetEntry().GetRevision()
+	o.Rev = res.GetEntry().GetRevision()
 	return nil
 }
 

@@ -5,13 +5,14 @@ import (
 	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/report"
+	"github.com/keeppeek/statestore/bench/serialwork"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
 	"github.com/keeppeek/statestore/bench/walpeer"
 )
 
 // casKeys is the number of owners (documents) of the CAS workloads; with the
 // default --ops of 3810 every key is updated 30 times.
-const casKeys = 127
+const casKeys = serialwork.Owners
 
 // workloads lists every workload qualify knows, in run order. Add a workload
 // by appending {name, run}: run receives the shared Env and returns one

@@ -1,0 +1,43 @@
+package statestore_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// heavyPackages are packages whose initialisation or linked size is
+// resident in every process embedding the store, and which the root
+// package needs none of: the protobuf runtime's registry and the generated
+// messages (the snapshot bound is computed by wiresize's arithmetic).
+var heavyPackages = []string{
+	"google.golang.org/protobuf/reflect/protoregistry",
+	"google.golang.org/protobuf/proto",
+	"github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1",
+	"github.com/keeppeek/statestore/wire",
+}
+
+// TestRootLinksNothingHeavy: the root package does not depend, directly or
+// not, on any of heavyPackages.
+func TestRootLinksNothingHeavy(t *testing.T) {
+	t.Parallel()
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(gocmd, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps .: %v", err)
+	}
+	deps := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		deps[p] = true
+	}
+	if !deps["github.com/keeppeek/statestore"] {
+		t.Fatalf("go list -deps . did not list the root package: %q", out)
+	}
+	for _, p := range heavyPackages {
+		if deps[p] {
+			t.Errorf("the root package depends on %s", p)
+		}
+	}
+}
