@@ -109,8 +109,12 @@ func serverOptions(dir string) *server.Options {
 		// the publish is acknowledged (the default syncs every two
 		// minutes).
 		SyncAlways: true,
-		NoLog:      true,
-		NoSigs:     true,
+		// A KV key watcher is a consumer of the bucket's stream, and the
+		// fan-out holds 1,024 of them: above the default of 1,000 per
+		// stream.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+		NoLog:           true,
+		NoSigs:          true,
 		// No HTTP monitoring, cluster or leaf listeners.
 		HTTPPort: 0,
 	}
