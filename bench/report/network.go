@@ -83,8 +83,7 @@ func networkRow(results []harness.Result, name string) harness.Result {
 }
 
 // NetworkMeasured reports whether results hold any row of the network
-// path: an alternating row or a network fan-out row (qualify prints the
-// section then).
+// path (qualify prints the section then).
 func NetworkMeasured(results []harness.Result) bool {
 	for _, r := range results {
 		if strings.HasSuffix(r.Name, networkSuffix) {
@@ -94,10 +93,11 @@ func NetworkMeasured(results []harness.Result) bool {
 	return fanoutMeasured(results)
 }
 
-// fanoutMeasured reports whether results hold a network fan-out row.
+// fanoutMeasured reports whether results hold a row of qualify's
+// network_fanout.
 func fanoutMeasured(results []harness.Result) bool {
 	for _, s := range networkFanout {
-		if _, ok := find(results, s.name, 0); ok {
+		if _, ok := find(results, Network(s.name), 0); ok {
 			return true
 		}
 	}
@@ -118,7 +118,7 @@ func quantile(r harness.Result, p float64) float64 {
 // and the spread over single rounds, or "not measured" naming the rows
 // missing.
 func networkRatio(a, b harness.Result, fig func(harness.RoundStat) float64, unit string) string {
-	x, y := fig(harness.RoundStat{P50us: a.P50us, OpsPerS: a.OpsPerS}), fig(harness.RoundStat{P50us: b.P50us, OpsPerS: b.OpsPerS})
+	x, y := fig(harness.RoundStat{P50us: a.P50us, MaxUs: a.MaxUs, OpsPerS: a.OpsPerS}), fig(harness.RoundStat{P50us: b.P50us, MaxUs: b.MaxUs, OpsPerS: b.OpsPerS})
 	if x <= 0 || y <= 0 {
 		return fmt.Sprintf("not measured (missing %s or %s)", Network(a.Name), Network(b.Name))
 	}
@@ -221,20 +221,19 @@ func writeNetworkConcurrent(b *strings.Builder, results []harness.Result) {
 	fmt.Fprintf(b, "- ws_cas_concurrent ÷ nats_kv_cas_concurrent, ops/s: %s\n\n", networkRatio(wsc, networkRow(results, natsKVCASConcurrent), ops, "ops/s"))
 }
 
-// writeNetworkFanout writes the fan-out rows, one after another in the
-// run (not alternating: the disk is a small part of a fan-out's time).
+// writeNetworkFanout writes network_fanout's table and ratios.
 func writeNetworkFanout(b *strings.Builder, results []harness.Result) {
 	if !fanoutMeasured(results) {
-		fmt.Fprintf(b, "The watch fan-out over the network (`%s`, `%s`, `%s`) was not run.\n\n", wsFanout, etcdWatchFanout, natsKVWatchFanout)
+		fmt.Fprintf(b, "`network_fanout` was not run: the watch fan-out's ratios are not measured.\n\n")
 		return
 	}
 	fmt.Fprintf(b, "The watch fan-out over the network: 1,024 watchers of one key spread over 127 client connections (watcher w on connection w mod 127) and a writer on a connection of its own, compare-and-setting the 2,193-byte document 30 times; each store syncs every write as above. ")
 	fmt.Fprintf(b, "One sample per write, from its send to the moment the last of the 1,024 watchers holds its update (the receipt that completes the count); the next write waits for that and for the writer's answer. Every watcher must have received exactly the committed revisions, in commit order, or the row fails. ")
-	fmt.Fprintf(b, "The store's watches acknowledge nothing (30 updates stay below the watch's bound of 32), as neither peer's watchers acknowledge. The three rows run one after another:\n\n")
-	ws, _ := find(results, wsFanout, 0)
+	fmt.Fprintf(b, "The store's watches acknowledge nothing (30 updates stay below the watch's bound of 32), as neither peer's watchers acknowledge. `network_fanout` holds the three at once and alternates their writes, one per store a round, the order rotated every round:\n\n")
+	ws := networkRow(results, wsFanout)
 	fmt.Fprintf(b, "| workload | | p50 µs | p95 µs | max µs | ws_fanout p50 ÷ its p50 | ws_fanout max ÷ its max |\n|---|---|---:|---:|---:|---:|---:|\n")
 	for _, s := range networkFanout {
-		r, _ := find(results, s.name, 0)
+		r := networkRow(results, s.name)
 		p50, mx := "-", "-"
 		if r.P50us > 0 && ws.P50us > 0 {
 			p50 = fmt.Sprintf("%.2f×", ws.P50us/r.P50us)
@@ -244,6 +243,13 @@ func writeNetworkFanout(b *strings.Builder, results []harness.Result) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", s.name, s.what, cell(r.P50us), cell(r.P95us), cell(r.MaxUs), p50, mx)
 	}
+	p50 := func(r harness.RoundStat) float64 { return r.P50us }
+	maxLat := func(r harness.RoundStat) float64 { return r.MaxUs }
+	fmt.Fprintf(b, "\n")
+	for _, peer := range []string{etcdWatchFanout, natsKVWatchFanout} {
+		r := networkRow(results, peer)
+		fmt.Fprintf(b, "- ws_fanout ÷ %s, p50: %s; max: %s\n", peer, networkRatio(ws, r, p50, "µs"), networkRatio(ws, r, maxLat, "µs"))
+	}
 	b.WriteString("\n")
 }
 
@@ -251,7 +257,7 @@ func writeNetworkFanout(b *strings.Builder, results []harness.Result) {
 // 0.7× etcd_grpc_cas's and 0.7× nats_kv_cas's, and ws_cas_concurrent at
 // 127 writers at least 2× the better peer, on network_serial's and
 // network_concurrent's alternating rows; ws_fanout ahead of both fan-out
-// peers at p50 and at max. A side the run did not measure leaves its
+// peers at p50 and at max, on network_fanout's. A side the run did not measure leaves its
 // target not measured.
 func NetworkTargets(results []harness.Result) []Target {
 	p50 := func(r harness.RoundStat) float64 { return r.P50us }
@@ -268,7 +274,7 @@ func NetworkTargets(results []harness.Result) []Target {
 	}
 	out = append(out, networkTarget(fmt.Sprintf("ws_cas_concurrent ≥ %.0f× the better of etcd_grpc_cas_concurrent and nats_kv_cas_concurrent at %d writers (%s)", wsCASConcurrentBound, TargetWriters, best.Name),
 		networkRow(results, wsCASConcurrent), best, ops, "ops/s", wsCASConcurrentBound, false))
-	fan := func(name string) harness.Result { r, _ := find(results, name, 0); r.Name = name; return r }
+	fan := func(name string) harness.Result { return networkRow(results, name) }
 	for _, peer := range []string{etcdWatchFanout, natsKVWatchFanout} {
 		out = append(out, networkTarget("ws_fanout p50 < "+peer+" p50", fan(wsFanout), fan(peer), p50, "µs", 1, true))
 		out = append(out, networkTarget("ws_fanout max < "+peer+" max", fan(wsFanout), fan(peer), maxLat, "µs", 1, true))
@@ -280,12 +286,8 @@ func NetworkTargets(results []harness.Result) []Target {
 // rows it misses as they are named in results.
 func networkTarget(name string, a, b harness.Result, fig func(harness.RoundStat) float64, unit string, bound float64, atMost bool) Target {
 	t := ratioTarget(name, a, b, fig, unit, bound, atMost)
-	switch {
-	case t.Ratio == 0:
-		t.Measured = "missing " + a.Name + " or " + b.Name
-	case len(a.Rounds) == 0:
-		// A fan-out row: one run, no rounds to pool.
-		t.Measured = strings.Replace(t.Measured, ", pooled over the rounds", "", 1)
+	if t.Ratio == 0 {
+		t.Measured = "missing " + Network(a.Name) + " or " + Network(b.Name)
 	}
 	return t
 }

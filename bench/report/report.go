@@ -21,8 +21,8 @@
 //  3. The network path's ratios are read from the rows qualify measured in
 //     alternating rounds (network_serial, network_concurrent) only, never
 //     from rows measured one after another; a ratio whose rows are missing
-//     is said not measured. The watch fan-out rows (ws_fanout and its
-//     peers, each one run) are the one exception, and are said to be.
+//     is said not measured; the same for the watch fan-out's, from
+//     network_fanout's rounds.
 //     Code: WriteNetworkPath, anyNetworkRow, networkRow, networkRatio, writeNetworkFanout.
 //     Tests: TestNetworkPath, TestNetworkPathReadsOnlyItsRows.
 //  4. Each of the specification's measured figures stands beside this

@@ -14,6 +14,7 @@ import (
 	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/natspeer"
+	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
@@ -90,164 +91,253 @@ func (p *fanoutProbe) fail(err error) {
 	}
 }
 
-// fanoutRun is the measured loop common to the three: rounds writes by
-// put (which returns the committed revision once the writer holds its
-// answer), each timed from its call to the last watcher's receipt. Then
-// every watcher must hold exactly the committed revisions, in order.
-func fanoutRun(run harness.Runner, name string, p *fanoutProbe, put func() (uint64, error)) (fan, ack *harness.Latencies, err error) {
-	fan, ack = harness.NewLatencies(p.size.rounds), harness.NewLatencies(p.size.rounds)
-	var revs []uint64
-	for r := 1; r <= p.size.rounds; r++ {
-		p.target.Store(int64(r * p.size.watchers))
-		start := time.Now()
-		rev, err := put()
-		if err != nil {
-			return nil, nil, fmt.Errorf("round %d: put: %w", r, err)
-		}
-		acked := time.Since(start)
-		revs = append(revs, rev)
-		var last time.Time
-		select {
-		case last = <-p.last:
-		case err := <-p.failed:
-			return nil, nil, fmt.Errorf("round %d: %w", r, err)
-		case <-time.After(fanoutGuard):
-			return nil, nil, fmt.Errorf("round %d: %d of %d receipts within %v", r, p.count.Load(), r*p.size.watchers, fanoutGuard)
-		}
-		took := last.Sub(start)
-		fan.Record(took)
-		ack.Record(acked)
-		if err := run.Check(name, -1, r-1, took); err != nil {
-			return nil, nil, err
-		}
+// fanoutSide is one store's fan-out: its watchers' probe, its writer's
+// put (which returns the committed revision once the writer holds the
+// answer), and what it measured.
+type fanoutSide struct {
+	name, how string
+	p         *fanoutProbe
+	put       func() (uint64, error)
+	revs      []uint64
+	fan, ack  *harness.Latencies
+	// rounds holds one RoundStat per write, so alternating rows show
+	// their spread.
+	rounds []harness.RoundStat
+}
+
+func newFanoutSide(name, how string, p *fanoutProbe, put func() (uint64, error)) *fanoutSide {
+	return &fanoutSide{name: name, how: how, p: p, put: put,
+		fan: harness.NewLatencies(p.size.rounds), ack: harness.NewLatencies(p.size.rounds)}
+}
+
+// round is the side's r-th write (from 1), timed from its call to the
+// last watcher's receipt.
+func (s *fanoutSide) round(run harness.Runner, r int) error {
+	p := s.p
+	p.target.Store(int64(r * p.size.watchers))
+	start := time.Now()
+	rev, err := s.put()
+	if err != nil {
+		return fmt.Errorf("%s: round %d: put: %w", s.name, r, err)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for w, got := range p.seen {
-		if len(got) != len(revs) {
-			return nil, nil, fmt.Errorf("watcher %d received %d updates, want %d", w, len(got), len(revs))
+	acked := time.Since(start)
+	s.revs = append(s.revs, rev)
+	var last time.Time
+	select {
+	case last = <-p.last:
+	case err := <-p.failed:
+		return fmt.Errorf("%s: round %d: %w", s.name, r, err)
+	case <-time.After(fanoutGuard):
+		return fmt.Errorf("%s: round %d: %d of %d receipts within %v", s.name, r, p.count.Load(), r*p.size.watchers, fanoutGuard)
+	}
+	took := last.Sub(start)
+	s.fan.Record(took)
+	s.ack.Record(acked)
+	s.rounds = append(s.rounds, harness.RoundStat{P50us: harness.Micros(took), MaxUs: harness.Micros(took)})
+	return run.Check(s.name, -1, r-1, took)
+}
+
+// verify checks that every watcher holds exactly the committed revisions,
+// in commit order.
+func (s *fanoutSide) verify() error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	for w, got := range s.p.seen {
+		if len(got) != len(s.revs) {
+			return fmt.Errorf("%s: watcher %d received %d updates, want %d", s.name, w, len(got), len(s.revs))
 		}
 		for i := range got {
-			if got[i] != revs[i] {
-				return nil, nil, fmt.Errorf("watcher %d: update %d has revision %d, want %d (the commit order)", w, i+1, got[i], revs[i])
+			if got[i] != s.revs[i] {
+				return fmt.Errorf("%s: watcher %d: update %d has revision %d, want %d (the commit order)", s.name, w, i+1, got[i], s.revs[i])
 			}
 		}
 	}
-	return fan, ack, nil
+	return nil
 }
 
-// fanoutResult is a fan-out row: p50 and max (and the rest of the
+// result is the side's row under name: p50 and max (and the rest of the
 // distribution) of send-to-last-watcher, the writer's answer in the note.
-func fanoutResult(name string, size fanoutSize, fan, ack *harness.Latencies, how string) harness.Result {
+func (s *fanoutSide) result(name string) harness.Result {
+	size := s.p.size
 	r := harness.Result{Name: name, Writers: 1, Note: fmt.Sprintf(
 		"watchers=%d on one key over %d connections, writer on its own, rounds=%d; latency write-send->last watcher holding the update; write answer p50=%.0fus max=%.0fus; %s",
-		size.watchers, size.conns, size.rounds, harness.Micros(ack.Percentile(50)), harness.Micros(ack.Max()), how)}
-	fan.Fill(&r)
+		size.watchers, size.conns, size.rounds, harness.Micros(s.ack.Percentile(50)), harness.Micros(s.ack.Max()), s.how)}
+	s.fan.Fill(&r)
 	return r
 }
 
-// runEtcdWatchFanout is the fan-out on embedded etcd over gRPC.
-func runEtcdWatchFanout(env *Env) ([]harness.Result, error) { return etcdWatchFanout(env, fullFanout) }
+// fanoutAlternate runs the sides' writes in rounds, one write of each
+// side per round, the order rotated every round, so their ratios are
+// their own and not the machine's drift between rows; then verifies each.
+func fanoutAlternate(run harness.Runner, sides []*fanoutSide) error {
+	rounds := sides[0].p.size.rounds
+	for r := 1; r <= rounds; r++ {
+		for j := range sides {
+			if err := sides[(j+r)%len(sides)].round(run, r); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range sides {
+		if err := s.verify(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-func etcdWatchFanout(env *Env, size fanoutSize) ([]harness.Result, error) {
+// fanoutOpen makes one side of the fan-out in env's scratch area, with
+// what closes it.
+type fanoutOpen func(env *Env, size fanoutSize) (*fanoutSide, func() error, error)
+
+// fanoutAlone runs one side on its own: the absolute row.
+func fanoutAlone(open fanoutOpen) func(env *Env, size fanoutSize) ([]harness.Result, error) {
+	return func(env *Env, size fanoutSize) ([]harness.Result, error) {
+		s, closeSide, err := open(env, size)
+		if err != nil {
+			return nil, err
+		}
+		if err = errors.Join(fanoutAlternate(env.Run, []*fanoutSide{s}), closeSide()); err != nil {
+			return nil, err
+		}
+		return []harness.Result{s.result(s.name)}, nil
+	}
+}
+
+var (
+	wsFanout        = fanoutAlone(openWSFanout)
+	etcdWatchFanout = fanoutAlone(openEtcdFanout)
+	natsWatchFanout = fanoutAlone(openNATSFanout)
+)
+
+func runWSFanout(env *Env) ([]harness.Result, error)        { return wsFanout(env, fullFanout) }
+func runEtcdWatchFanout(env *Env) ([]harness.Result, error) { return etcdWatchFanout(env, fullFanout) }
+func runNATSWatchFanout(env *Env) ([]harness.Result, error) { return natsWatchFanout(env, fullFanout) }
+
+// nameNetworkFanout alternates the three fan-outs (rows *.net).
+const nameNetworkFanout = "network_fanout"
+
+func runNetworkFanout(env *Env) ([]harness.Result, error) { return networkFanout(env, fullFanout) }
+
+// networkFanout is the three fan-outs at once, their writes alternating:
+// ws_fanout.net, etcd_watch_fanout.net and nats_kv_watch_fanout.net, the
+// rows the report's fan-out ratios and targets read.
+func networkFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
+	var cl closers
+	defer func() { err = errors.Join(err, cl.close()) }()
+	var sides []*fanoutSide
+	for _, open := range []fanoutOpen{openWSFanout, openEtcdFanout, openNATSFanout} {
+		s, closeSide, err := open(env, size)
+		if err != nil {
+			return nil, err
+		}
+		cl = append(cl, closeSide)
+		sides = append(sides, s)
+	}
+	if err := fanoutAlternate(env.Run, sides); err != nil {
+		return nil, err
+	}
+	for _, s := range sides {
+		r := s.result(report.Network(s.name))
+		r.Rounds = s.rounds
+		r.Note += fmt.Sprintf("; %d rounds of one write alternating with %d other stores", size.rounds, len(sides)-1)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// openEtcdFanout is the fan-out on embedded etcd over gRPC.
+func openEtcdFanout(env *Env, size fanoutSize) (*fanoutSide, func() error, error) {
 	dir, err := env.Scratch(etcdpeer.NameWatchFanout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// One client (gRPC connection) per watcher connection and one more,
-	// client 0 ... 127, the writer's key 0 on client 0: the watchers use
-	// clients 1 ... 127.
+	// One client (gRPC connection) per watcher connection and one more:
+	// the writer's key 0 is on client 0, the watchers on clients 1 ...
+	// conns.
 	db, err := etcdpeer.OpenGRPC(dir, 1, harness.DocBytes, size.conns+1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer db.Close()
 	p := newFanoutProbe(size)
 	for w := range size.watchers {
 		if err := db.Watch(0, 1+w%size.conns, func(rev int64) { p.got(w, uint64(rev)) }); err != nil {
-			return nil, err
+			return nil, nil, errors.Join(err, db.Close())
 		}
 	}
-	fan, ack, err := fanoutRun(env.Run, etcdpeer.NameWatchFanout, p, func() (uint64, error) {
+	put := func() (uint64, error) {
 		err := db.CAS(0)
 		return uint64(db.Revision(0)), err
-	})
-	if err = errors.Join(err, db.Close()); err != nil {
-		return nil, err
 	}
-	return []harness.Result{fanoutResult(etcdpeer.NameWatchFanout, size, fan, ack, "client/v3 watches over gRPC, WAL fsynced per commit")}, nil
+	return newFanoutSide(etcdpeer.NameWatchFanout, "client/v3 watches over gRPC, WAL fsynced per commit", p, put), db.Close, nil
 }
 
-// runNATSWatchFanout is the fan-out on embedded NATS JetStream KV.
-func runNATSWatchFanout(env *Env) ([]harness.Result, error) { return natsWatchFanout(env, fullFanout) }
-
-func natsWatchFanout(env *Env, size fanoutSize) ([]harness.Result, error) {
+// openNATSFanout is the fan-out on embedded NATS JetStream KV.
+func openNATSFanout(env *Env, size fanoutSize) (*fanoutSide, func() error, error) {
 	dir, err := env.Scratch(natspeer.NameWatchFanout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db, err := natspeer.Open(dir, 1, harness.DocBytes, size.conns+1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer db.Close()
 	p := newFanoutProbe(size)
 	for w := range size.watchers {
 		if err := db.Watch(0, 1+w%size.conns, func(rev uint64) { p.got(w, rev) }); err != nil {
-			return nil, err
+			return nil, nil, errors.Join(err, db.Close())
 		}
 	}
-	fan, ack, err := fanoutRun(env.Run, natspeer.NameWatchFanout, p, func() (uint64, error) {
+	put := func() (uint64, error) {
 		err := db.CAS(0)
 		return db.Revision(0), err
-	})
-	if err = errors.Join(err, db.Close()); err != nil {
-		return nil, err
 	}
-	return []harness.Result{fanoutResult(natspeer.NameWatchFanout, size, fan, ack, "JetStream KV key watchers over nats.go, file storage synced per write")}, nil
+	return newFanoutSide(natspeer.NameWatchFanout, "JetStream KV key watchers over nats.go, file storage synced per write", p, put), db.Close, nil
 }
 
 const wsFanoutNS, wsFanoutKey = "service/fanout", "intents/front-door"
 
-// runWSFanout is the fan-out on the store over WebSocket, end to end: an
+// openWSFanout is the fan-out on the store over WebSocket, end to end: an
 // http.Server on 127.0.0.1 serving wstransport.Handler over the
 // dispatcher, 127 watching sessions holding 1,024 WatchState watches
 // (watch w in session w mod 127) and a writing session.
-func runWSFanout(env *Env) ([]harness.Result, error) { return wsFanout(env, fullFanout) }
-
-func wsFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
+func openWSFanout(env *Env, size fanoutSize) (side *fanoutSide, closeSide func() error, err error) {
 	// One principal holds every watch, as one media server's sessions
 	// would; its watch quota is raised to the run's 1,024.
 	s, err := openScratch(env, nameWSFanout, statestore.Options{Limits: quota.Limits{MaxWatchesPerPrincipal: size.watchers}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer s.Close()
 	admin := statestore.Principal{ID: "fanout", Admin: true}
 	const token = "fanout-token"
 	h, err := wstransport.NewHandler(dispatch.New(s, dispatch.Options{}), wstransport.Options{
 		Authenticator: wstransport.TokenAuthenticator{Token: token, Principal: admin}})
 	if err != nil {
-		return nil, err
+		return nil, nil, errors.Join(err, s.Close())
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		h.Close()
-		return nil, fmt.Errorf("listen on 127.0.0.1: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("listen on 127.0.0.1: %w", err), h.Close(), s.Close())
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var conns []*wstransport.ClientConn
 	var readers sync.WaitGroup
-	defer func() {
+	closeSide = func() error {
 		for _, c := range conns {
 			c.Close()
 		}
 		readers.Wait()
-		err = errors.Join(err, h.Close(), srv.Close())
+		err := errors.Join(h.Close(), srv.Close())
 		if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
 			err = errors.Join(err, serr)
+		}
+		return errors.Join(err, s.Close())
+	}
+	defer func() {
+		if err != nil {
+			closeSide()
 		}
 	}()
 	url := "ws://" + ln.Addr().String() + "/"
@@ -262,7 +352,7 @@ func wsFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
 	}
 	writer, err := dial()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	doc := testdoc.MediaIntent(harness.DocBytes, 1)
 	var reqID uint64
@@ -289,25 +379,25 @@ func wsFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
 	}
 	// The document exists before the watches, as the peers' does.
 	if _, err := put(); err != nil {
-		return nil, fmt.Errorf("create: %w", err)
+		return nil, nil, fmt.Errorf("create: %w", err)
 	}
 	p := newFanoutProbe(size)
 	for i := range size.conns {
 		c, err := dial()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for w := i; w < size.watchers; w += size.conns {
 			if err := c.Send(&pb.ClientMessage{Message: &pb.ClientMessage_WatchState{WatchState: &pb.WatchState{
 				RequestId: uint64(w + 1), WatchId: fmt.Sprint(w), Namespace: wsFanoutNS, KeyPrefix: "intents/"}}}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			m, err := c.Recv()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if m.GetResult().GetWatch() == nil {
-				return nil, fmt.Errorf("session %d: watch %d answered %v", i, w, m)
+				return nil, nil, fmt.Errorf("session %d: watch %d answered %v", i, w, m)
 			}
 		}
 		readers.Add(1)
@@ -338,9 +428,5 @@ func wsFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
 			}
 		}()
 	}
-	fan, ack, err := fanoutRun(env.Run, nameWSFanout, p, put)
-	if err != nil {
-		return nil, err
-	}
-	return []harness.Result{fanoutResult(nameWSFanout, size, fan, ack, "WatchState watches over WebSocket (wstransport, dispatcher), journal fdatasynced per commit, nothing acknowledged (30 updates < the bound of 32)")}, nil
+	return newFanoutSide(nameWSFanout, "WatchState watches over WebSocket (wstransport, dispatcher), journal fdatasynced per commit, nothing acknowledged (30 updates < the bound of 32)", p, put), closeSide, nil
 }

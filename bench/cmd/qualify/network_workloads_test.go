@@ -81,7 +81,7 @@ func TestNetworkWorkloads(t *testing.T) {
 
 // TestFanoutWorkloads runs the three network fan-outs small (16 watchers
 // over 4 connections, 3 writes): each must deliver every write to every
-// watcher in commit order (fanoutRun checks) and report one row of the
+// watcher in commit order (fanoutSide.verify checks) and report one row of the
 // send-to-last-watcher latencies, its p50 at most its max.
 func TestFanoutWorkloads(t *testing.T) {
 	t.Parallel()
@@ -94,6 +94,23 @@ func TestFanoutWorkloads(t *testing.T) {
 		{"etcd_watch_fanout", etcdWatchFanout},
 		{"nats_kv_watch_fanout", natsWatchFanout},
 	}
+	t.Run(nameNetworkFanout, func(t *testing.T) {
+		t.Parallel()
+		env := &Env{Root: t.TempDir(), Ops: 5, Writers: []int{1}, Budget: harness.Budget{OpsPerWriter: 2}, Payload: harness.DefaultPayload}
+		got, err := networkFanout(env, small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{report.Network(nameWSFanout), report.Network("etcd_watch_fanout"), report.Network("nats_kv_watch_fanout")}
+		if len(got) != len(want) {
+			t.Fatalf("%d rows, want %v", len(got), want)
+		}
+		for i, r := range got {
+			if r.Name != want[i] || len(r.Rounds) != small.rounds || r.P50us <= 0 || r.MaxUs < r.P50us {
+				t.Fatalf("row %d: %s with %d rounds, p50 %v max %v; want %s with %d rounds", i, r.Name, len(r.Rounds), r.P50us, r.MaxUs, want[i], small.rounds)
+			}
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -143,13 +160,14 @@ func TestFanoutRunRejectsAMissedOrReorderedUpdate(t *testing.T) {
 			t.Parallel()
 			p := newFanoutProbe(fanoutSize{watchers: 2, conns: 1, rounds: 2})
 			var rev uint64
-			_, _, err := fanoutRun(harness.Runner{Ceiling: time.Minute}, "test", p, func() (uint64, error) {
+			side := newFanoutSide("test", "", p, func() (uint64, error) {
 				rev++
 				tc.deliver(p, rev)
 				return rev, nil
 			})
+			err := fanoutAlternate(harness.Runner{Ceiling: time.Minute}, []*fanoutSide{side})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("fanoutRun = %v, want an error containing %q", err, tc.want)
+				t.Fatalf("fanoutAlternate = %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}

@@ -69,6 +69,7 @@ var workloads = []workload{
 	// The network path's ratios, the same way (network_workloads.go).
 	{name: nameNetworkSerial, run: runNetworkSerial},
 	{name: nameNetworkConcurrent, run: runNetworkConcurrent},
+	{name: nameNetworkFanout, run: runNetworkFanout},
 }
 
 // serialFigure and concurrentFigure are the workloads the report draws,
