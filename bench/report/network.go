@@ -248,7 +248,7 @@ func writeNetworkFanout(b *strings.Builder, results []harness.Result) {
 	fmt.Fprintf(b, "\n")
 	for _, peer := range []string{etcdWatchFanout, natsKVWatchFanout} {
 		r := networkRow(results, peer)
-		fmt.Fprintf(b, "- ws_fanout ÷ %s, p50: %s; max: %s\n", peer, networkRatio(ws, r, p50, "µs"), networkRatio(ws, r, maxLat, "µs"))
+		fmt.Fprintf(b, "- ws_fanout ÷ %s, p50: %s; max: %s\n", peer, networkRatio(ws, r, p50, "µs"), networkRatio(noRounds(ws), noRounds(r), maxLat, "µs"))
 	}
 	b.WriteString("\n")
 }
@@ -277,7 +277,7 @@ func NetworkTargets(results []harness.Result) []Target {
 	fan := func(name string) harness.Result { return networkRow(results, name) }
 	for _, peer := range []string{etcdWatchFanout, natsKVWatchFanout} {
 		out = append(out, networkTarget("ws_fanout p50 < "+peer+" p50", fan(wsFanout), fan(peer), p50, "µs", 1, true))
-		out = append(out, networkTarget("ws_fanout max < "+peer+" max", fan(wsFanout), fan(peer), maxLat, "µs", 1, true))
+		out = append(out, networkTarget("ws_fanout max < "+peer+" max", noRounds(fan(wsFanout)), noRounds(fan(peer)), maxLat, "µs", 1, true))
 	}
 	return out
 }
@@ -290,4 +290,12 @@ func networkTarget(name string, a, b harness.Result, fig func(harness.RoundStat)
 		t.Measured = "missing " + Network(a.Name) + " or " + Network(b.Name)
 	}
 	return t
+}
+
+// noRounds is r without its rounds: a fan-out round is one write, so its
+// per-round ratio of maxima is the per-write ratio the p50 line already
+// spreads, not a spread of maxima.
+func noRounds(r harness.Result) harness.Result {
+	r.Rounds = nil
+	return r
 }

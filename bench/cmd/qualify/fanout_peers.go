@@ -38,7 +38,9 @@ import (
 // peer's watchers acknowledge. etcd_watch_fanout: clientv3 watches over
 // gRPC, the watchers of one client multiplexed on its connection.
 // nats_kv_watch_fanout: JetStream KV key watchers (an ordered push
-// consumer each), over nats.go connections.
+// consumer each), over nats.go connections. Each runs alone as its
+// absolute row; network_fanout holds the three at once and alternates
+// their writes, the rows (*.net) their ratios are read from.
 const (
 	nameWSFanout = "ws_fanout"
 	// fanoutConns is the number of client connections the 1,024
