@@ -305,7 +305,7 @@ const wsFanoutNS, wsFanoutKey = "service/fanout", "intents/front-door"
 // (watch w in session w mod 127) and a writing session.
 func openWSFanout(env *Env, size fanoutSize) (side *fanoutSide, closeSide func() error, err error) {
 	// One principal holds every watch, as one media server's sessions
-	// would; its watch quota is raised to the run's 1,024.
+	// would; its watch quota is raised to the run's.
 	s, err := openScratch(env, nameWSFanout, statestore.Options{Limits: quota.Limits{MaxWatchesPerPrincipal: size.watchers}})
 	if err != nil {
 		return nil, nil, err

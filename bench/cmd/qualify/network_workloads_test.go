@@ -207,3 +207,29 @@ func TestTokenTable(t *testing.T) {
 		})
 	}
 }
+
+// TestInProcessFanoutsHoldTheirWatches: watch_fanout and wire_fanout run
+// 1,024 watches of one principal, four times the per-principal quota's
+// default; each must open them all and finish (they failed WATCH_LIMIT
+// when the quota arrived).
+func TestInProcessFanoutsHoldTheirWatches(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{nameWatchFanout, nameWireFanout} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			selected, err := selectWorkloads([]string{name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := &Env{Root: t.TempDir(), Ops: 5, Writers: []int{1}, Budget: harness.Budget{OpsPerWriter: 2}, Payload: harness.DefaultPayload,
+				Run: harness.Runner{Ceiling: time.Minute}}
+			got, err := selected[0].run(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Name != name || got[0].P50us <= 0 {
+				t.Fatalf("rows %+v, want one %s row with latencies", got, name)
+			}
+		})
+	}
+}
