@@ -29,6 +29,11 @@
 //     key mod W each use a connection of their own.
 //     Code: OpenGRPC, dialGRPC, DB.CAS.
 //     Tests: TestGRPCCAS, TestOpenGRPCRefusesBadSizes.
+//  3. A watcher returned by Watch is registered with the member before
+//     Watch returns (etcd's created notification): it sees every later
+//     put of its key, and none from before.
+//     Code: DB.Watch.
+//     Tests: TestWatchSeesEveryLaterPut.
 package etcdpeer
 
 import (
@@ -54,6 +59,8 @@ const (
 	// through OpenGRPC's network clients.
 	NameGRPCCAS           = "etcd_grpc_cas"
 	NameGRPCCASConcurrent = "etcd_grpc_cas_concurrent"
+	// NameWatchFanout is 1,024 watchers of one key over gRPC.
+	NameWatchFanout = "etcd_watch_fanout"
 )
 
 // ErrConflict is returned by CAS when the key's ModRevision was not the
@@ -73,6 +80,10 @@ type DB struct {
 	clis []*clientv3.Client
 	revs []int64
 	body string
+
+	// ctx is the watchers' life, cancelled by Close.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -168,6 +179,7 @@ func open(dir string, keys, docSize int, clients func(*embed.Etcd) ([]*clientv3.
 		return nil, err
 	}
 	d := &DB{etcd: e, clis: clis, revs: make([]int64, keys)}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
 	body := make([]byte, docSize)
 	for i := range body {
 		body[i] = byte('a' + i%26)
@@ -230,11 +242,43 @@ func (d *DB) CAS(key int) error {
 	return nil
 }
 
+// Revision returns the ModRevision document key was last written at.
+func (d *DB) Revision(key int) int64 { return d.revs[key] }
+
+// Watch starts a watcher of document key on client conn mod clients,
+// registered before it returns, and calls seen with each later put's
+// ModRevision, on a goroutine of its own, until Close. Watchers of one
+// client share its gRPC connection and watch stream (clientv3 multiplexes
+// them), as a remote user's would.
+func (d *DB) Watch(key, conn int, seen func(revision int64)) error {
+	cli := d.clis[conn%len(d.clis)]
+	ch := cli.Watch(d.ctx, keyOf(key), clientv3.WithCreatedNotify())
+	select {
+	case resp, ok := <-ch:
+		if !ok || !resp.Created {
+			return fmt.Errorf("etcdpeer: watch key %d on client %d: no created notification (%v)", key, conn%len(d.clis), resp.Err())
+		}
+	case <-time.After(dialTimeout):
+		return fmt.Errorf("etcdpeer: watch key %d on client %d: not created within %v", key, conn%len(d.clis), dialTimeout)
+	}
+	go func() {
+		for resp := range ch {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut {
+					seen(ev.Kv.ModRevision)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
 // Close stops the clients and the member. It is idempotent (embed's own
 // Close is not), so a test may defer it and also check it.
 func (d *DB) Close() error {
 	d.closeOnce.Do(func() {
 		var errs []error
+		d.cancel()
 		for _, c := range d.clis {
 			if err := c.Close(); err != nil && !errors.Is(err, context.Canceled) {
 				// The clients report their own cancellation on Close.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 )
 
 // casAndConflict runs nine CASes over db's three keys, then checks that a
@@ -100,5 +101,39 @@ func TestOpenGRPCRefusesBadSizes(t *testing.T) {
 				t.Fatalf("refused open left %d entries in its directory", len(entries))
 			}
 		})
+	}
+}
+
+// TestWatchSeesEveryLaterPut: watchers on two gRPC clients see each later
+// put's ModRevision, in order, and not the document from before.
+func TestWatchSeesEveryLaterPut(t *testing.T) {
+	t.Parallel()
+	db, err := OpenGRPC(t.TempDir(), 1, 64, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	seen := make([]chan int64, 2)
+	for i := range seen {
+		seen[i] = make(chan int64, 8)
+		ch := seen[i]
+		if err := db.Watch(0, i, func(rev int64) { ch <- rev }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if err := db.CAS(0); err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range seen {
+			select {
+			case rev := <-ch:
+				if rev != db.Revision(0) {
+					t.Fatalf("watcher %d saw revision %d, want %d", i, rev, db.Revision(0))
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("watcher %d saw no put of revision %d", i, db.Revision(0))
+			}
+		}
 	}
 }

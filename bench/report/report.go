@@ -1,7 +1,8 @@
 // Package report turns one qualify run into the repository's BENCHMARKS.md
 // and its figures: the tables of every result, the targets as
 // ratios within the run, the network path (the store over WebSocket
-// against itself in process, the bare socket and etcd over gRPC), the
+// against itself in process, the bare socket, etcd over gRPC and NATS
+// JetStream KV, and the watch fan-out beside both peers), the
 // specification's own measured figures beside this run's, the
 // machine and versions that produced them, and two SVG plots (serial
 // latency distributions, throughput against writer count) drawn with
@@ -15,13 +16,14 @@
 //     Tests: TestWrite, TestWriteRefusesEmptyFigures.
 //  2. A target whose inputs are missing from the run is reported as not
 //     measured, never as met.
-//     Code: Target.Met, Target.Verdict, Targets, wireTarget.
-//     Tests: TestTargets, TestTargetsReadOnlyAlternatingRows, TestWireTarget.
+//     Code: Target.Met, Target.Verdict, Targets, wireTarget, NetworkTargets, networkTarget.
+//     Tests: TestTargets, TestTargetsReadOnlyAlternatingRows, TestWireTarget, TestNetworkPath.
 //  3. The network path's ratios are read from the rows qualify measured in
 //     alternating rounds (network_serial, network_concurrent) only, never
 //     from rows measured one after another; a ratio whose rows are missing
-//     is said not measured.
-//     Code: WriteNetworkPath, anyNetworkRow, networkRow, networkRatio.
+//     is said not measured; the same for the watch fan-out's, from
+//     network_fanout's rounds.
+//     Code: WriteNetworkPath, anyNetworkRow, networkRow, networkRatio, writeNetworkFanout.
 //     Tests: TestNetworkPath, TestNetworkPathReadsOnlyItsRows.
 //  4. Each of the specification's measured figures stands beside this
 //     run's figure of the same workload, read from that workload's row

@@ -2,7 +2,7 @@
 // sessions over real WebSocket connections on 127.0.0.1, each watching the
 // same namespace and each writing its own key, checked so that every
 // update reaches every matching watch exactly once and in commit order. The
-// Go test of this package runs it small; qualify runs it as ws_fanout.
+// Go test of this package runs it small; qualify runs it as ws_load.
 //
 // The loop is bounded: Rounds rounds of Writers concurrent puts, the
 // writers taking turns so every session writes PutsPerSession times. A

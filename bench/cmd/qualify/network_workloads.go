@@ -12,6 +12,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/natspeer"
 	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/client"
 	"github.com/keeppeek/statestore/wire/dispatch"
@@ -20,8 +21,8 @@ import (
 
 // The network path: the store as a remote user reaches it (the typed Go
 // client over WebSocket on loopback TCP), the floor of any request/answer
-// over that TCP, and the network peer a user would pick instead (etcd over
-// gRPC). network_serial and network_concurrent run them alternating with
+// over that TCP, and the network peers a user would pick instead (etcd over
+// gRPC, NATS JetStream KV over nats.go). network_serial and network_concurrent run them alternating with
 // the in-process rows in one process, so their ratios are the workloads'
 // own and not the disk's drift between rows.
 const (
@@ -269,6 +270,15 @@ func runTCPCASFloor(env *Env) ([]harness.Result, error) {
 // store's.
 const etcdGRPCNote = "embedded single member, client/v3 over gRPC on loopback TCP, WAL fsynced per commit (etcd's default)"
 
+// natsNote says what nats_kv_cas is, and that its durability is the
+// store's.
+const natsNote = "embedded nats-server, JetStream KV on file storage, nats.go over loopback TCP, SyncAlways (fsync per write before the publish is answered)"
+
+// openNATS opens the NATS JetStream KV peer with conns connections.
+func openNATS(conns int) openPeer {
+	return func(dir string) (casPeer, error) { return natspeer.Open(dir, casKeys, harness.DocBytes, conns) }
+}
+
 // openEtcdGRPC opens the etcd peer reached over gRPC with conns
 // connections.
 func openEtcdGRPC(conns int) openPeer {
@@ -278,8 +288,8 @@ func openEtcdGRPC(conns int) openPeer {
 // runNetworkSerial alternates, in rounds of one compare-and-set per owner,
 // the in-process CAS, its two wire transports (wire_cas over net.Pipe,
 // ws_cas over WebSocket), their floors (pipe_cas_floor, tcp_cas_floor)
-// and etcd both ways (etcd_grpc_cas, etcd_cas), each on a store or member
-// of its own, env.Ops operations each.
+// etcd both ways (etcd_grpc_cas, etcd_cas) and NATS JetStream KV
+// (nats_kv_cas), each on a store, member or server of its own, env.Ops operations each.
 func runNetworkSerial(env *Env) (out []harness.Result, err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
@@ -332,7 +342,7 @@ func runNetworkSerial(env *Env) (out []harness.Result, err error) {
 	for _, p := range []struct {
 		name string
 		open openPeer
-	}{{etcdpeer.NameGRPCCAS, openEtcdGRPC(1)}, {etcdpeer.NameCAS, openEtcd}} {
+	}{{etcdpeer.NameGRPCCAS, openEtcdGRPC(1)}, {natspeer.NameCAS, openNATS(1)}, {etcdpeer.NameCAS, openEtcd}} {
 		db, err := openIn(env, &cl, p.name, p.open)
 		if err != nil {
 			return nil, err
@@ -343,8 +353,9 @@ func runNetworkSerial(env *Env) (out []harness.Result, err error) {
 }
 
 // runNetworkConcurrent alternates bursts of 127 writers of the in-process
-// concurrent CAS, the same through client/ over WebSocket, and etcd both
-// ways (over gRPC with one connection per writer, and in process).
+// concurrent CAS, the same through client/ over WebSocket, etcd both
+// ways (over gRPC with one connection per writer, and in process) and
+// NATS JetStream KV (one connection per writer).
 func runNetworkConcurrent(env *Env) (out []harness.Result, err error) {
 	const writers = report.TargetWriters
 	if writers > casKeys {
@@ -377,7 +388,7 @@ func runNetworkConcurrent(env *Env) (out []harness.Result, err error) {
 	for _, p := range []struct {
 		name string
 		open openPeer
-	}{{etcdpeer.NameGRPCCASConcurrent, openEtcdGRPC(writers)}, {etcdpeer.NameCASConcurrent, openEtcd}} {
+	}{{etcdpeer.NameGRPCCASConcurrent, openEtcdGRPC(writers)}, {natspeer.NameCASConcurrent, openNATS(writers)}, {etcdpeer.NameCASConcurrent, openEtcd}} {
 		db, err := openIn(env, &cl, p.name, p.open)
 		if err != nil {
 			return nil, err

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
@@ -43,8 +45,10 @@ func TestNetworkWorkloads(t *testing.T) {
 		{nameWSCASConcurrent, []row{{nameWSCASConcurrent, 1}, {nameWSCASConcurrent, 3}}},
 		{"etcd_grpc_cas", []row{{"etcd_grpc_cas", 1}}},
 		{"etcd_grpc_cas_concurrent", []row{{"etcd_grpc_cas_concurrent", 1}, {"etcd_grpc_cas_concurrent", 3}}},
-		{nameNetworkSerial, net(1, nameDurableCAS, nameWireCAS, namePipeCASFloor, nameTCPCASFloor, nameWSCAS, "etcd_grpc_cas", "etcd_cas")},
-		{nameNetworkConcurrent, net(report.TargetWriters, nameDurableCASConcurrent, nameWSCASConcurrent, "etcd_grpc_cas_concurrent", "etcd_cas_concurrent")},
+		{"nats_kv_cas", []row{{"nats_kv_cas", 1}}},
+		{"nats_kv_cas_concurrent", []row{{"nats_kv_cas_concurrent", 1}, {"nats_kv_cas_concurrent", 3}}},
+		{nameNetworkSerial, net(1, nameDurableCAS, nameWireCAS, namePipeCASFloor, nameTCPCASFloor, nameWSCAS, "etcd_grpc_cas", "nats_kv_cas", "etcd_cas")},
+		{nameNetworkConcurrent, net(report.TargetWriters, nameDurableCASConcurrent, nameWSCASConcurrent, "etcd_grpc_cas_concurrent", "nats_kv_cas_concurrent", "etcd_cas_concurrent")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.workload, func(t *testing.T) {
@@ -70,6 +74,100 @@ func TestNetworkWorkloads(t *testing.T) {
 				if r.P50us <= 0 || r.P95us < r.P50us || r.MaxUs < r.P95us || r.OpsPerS <= 0 || len(r.Quantiles) == 0 {
 					t.Errorf("%s: figures p50 %v p95 %v max %v ops/s %v, %d quantiles", r.Name, r.P50us, r.P95us, r.MaxUs, r.OpsPerS, len(r.Quantiles))
 				}
+			}
+		})
+	}
+}
+
+// TestFanoutWorkloads runs the three network fan-outs small (16 watchers
+// over 4 connections, 3 writes): each must deliver every write to every
+// watcher in commit order (fanoutSide.verify checks) and report one row of the
+// send-to-last-watcher latencies, its p50 at most its max.
+func TestFanoutWorkloads(t *testing.T) {
+	t.Parallel()
+	small := fanoutSize{watchers: 16, conns: 4, rounds: 3}
+	tests := []struct {
+		name string
+		run  func(*Env, fanoutSize) ([]harness.Result, error)
+	}{
+		{nameWSFanout, wsFanout},
+		{"etcd_watch_fanout", etcdWatchFanout},
+		{"nats_kv_watch_fanout", natsWatchFanout},
+	}
+	t.Run(nameNetworkFanout, func(t *testing.T) {
+		t.Parallel()
+		env := &Env{Root: t.TempDir(), Ops: 5, Writers: []int{1}, Budget: harness.Budget{OpsPerWriter: 2}, Payload: harness.DefaultPayload}
+		got, err := networkFanout(env, small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{report.Network(nameWSFanout), report.Network("etcd_watch_fanout"), report.Network("nats_kv_watch_fanout")}
+		if len(got) != len(want) {
+			t.Fatalf("%d rows, want %v", len(got), want)
+		}
+		for i, r := range got {
+			if r.Name != want[i] || len(r.Rounds) != small.rounds || r.P50us <= 0 || r.MaxUs < r.P50us {
+				t.Fatalf("row %d: %s with %d rounds, p50 %v max %v; want %s with %d rounds", i, r.Name, len(r.Rounds), r.P50us, r.MaxUs, want[i], small.rounds)
+			}
+		}
+	})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := selectWorkloads([]string{tc.name}); err != nil {
+				t.Fatal(err)
+			}
+			env := &Env{Root: t.TempDir(), Ops: 5, Writers: []int{1}, Budget: harness.Budget{OpsPerWriter: 2}, Payload: harness.DefaultPayload}
+			got, err := tc.run(env, small)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Name != tc.name || got[0].Writers != 1 {
+				t.Fatalf("rows %+v, want one %s row", got, tc.name)
+			}
+			if r := got[0]; r.P50us <= 0 || r.MaxUs < r.P50us || len(r.Quantiles) == 0 {
+				t.Fatalf("%s: p50 %v max %v, %d quantiles", r.Name, r.P50us, r.MaxUs, len(r.Quantiles))
+			}
+		})
+	}
+}
+
+// TestFanoutRunRejectsAMissedOrReorderedUpdate: the check that makes the
+// fan-out rows mean "every watcher held every update": a watcher that
+// missed a write, or got two out of commit order, fails the run.
+func TestFanoutRunRejectsAMissedOrReorderedUpdate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		deliver func(p *fanoutProbe, rev uint64)
+		want    string
+	}{
+		{"watcher 0 gets the second write twice, watcher 1 not at all", func(p *fanoutProbe, rev uint64) {
+			p.got(0, rev)
+			if rev == 2 {
+				p.got(0, rev) // the count completes with watcher 1 short
+			} else {
+				p.got(1, rev)
+			}
+		}, "watcher 0 received 3 updates, want 2"},
+		{"watcher 0 gets a stale revision", func(p *fanoutProbe, rev uint64) {
+			p.got(0, rev-rev/2) // 1, then 1 again
+			p.got(1, rev)
+		}, "watcher 0: update 2 has revision 1, want 2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newFanoutProbe(fanoutSize{watchers: 2, conns: 1, rounds: 2})
+			var rev uint64
+			side := newFanoutSide("test", "", p, func() (uint64, error) {
+				rev++
+				tc.deliver(p, rev)
+				return rev, nil
+			})
+			err := fanoutAlternate(harness.Runner{Ceiling: time.Minute}, []*fanoutSide{side})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("fanoutAlternate = %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
@@ -105,6 +203,32 @@ func TestTokenTable(t *testing.T) {
 			p, err := table.Authenticate(r)
 			if !errors.Is(err, tc.err) || p != tc.want {
 				t.Fatalf("Authenticate = %+v, %v; want %+v, %v", p, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+// TestInProcessFanoutsHoldTheirWatches: watch_fanout and wire_fanout run
+// 1,024 watches of one principal, four times the per-principal quota's
+// default; each must open them all and finish (they failed WATCH_LIMIT
+// when the quota arrived).
+func TestInProcessFanoutsHoldTheirWatches(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{nameWatchFanout, nameWireFanout} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			selected, err := selectWorkloads([]string{name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := &Env{Root: t.TempDir(), Ops: 5, Writers: []int{1}, Budget: harness.Budget{OpsPerWriter: 2}, Payload: harness.DefaultPayload,
+				Run: harness.Runner{Ceiling: time.Minute}}
+			got, err := selected[0].run(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Name != name || got[0].P50us <= 0 {
+				t.Fatalf("rows %+v, want one %s row with latencies", got, name)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/internal/testdoc"
+	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
 )
@@ -50,7 +51,7 @@ func (c countingSink) Deliver(m watch.Message) error {
 func runWatchFanout(env *Env) ([]harness.Result, error) {
 	// The journal skips fsync here: the round time is the registry's
 	// fan-out, not the disk (durable_cas measures that).
-	s, err := openScratch(env, nameWatchFanout, statestore.Options{NoSync: true})
+	s, err := openScratch(env, nameWatchFanout, statestore.Options{NoSync: true, Limits: fanoutLimits})
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +142,10 @@ func fanoutRounds(run harness.Runner, name string, put func() error, wait func(w
 
 // The fan-out workloads' sizes (the specification's full-capacity run).
 const fanoutSessions, fanoutWatches, fanoutRoundCount = 127, 1024, 30
+
+// fanoutLimits lets the fan-out's one principal hold all 1,024 watches:
+// the per-principal quota's default is a quarter of the store's watches.
+var fanoutLimits = quota.Limits{MaxWatchesPerPrincipal: fanoutWatches}
 
 // runOneEntrySnapshot times WatchState on a prefix holding one entry (the
 // watch is removed again after each).

@@ -127,7 +127,7 @@ func runWireCAS(env *Env) ([]harness.Result, error) {
 // until every watch's update was decoded. Nothing is acknowledged, so three
 // more writes must close all 1,024 with BUFFER_OVERFLOW, which is verified.
 func runWireFanout(env *Env) ([]harness.Result, error) {
-	s, err := openScratch(env, nameWireFanout, statestore.Options{NoSync: true})
+	s, err := openScratch(env, nameWireFanout, statestore.Options{NoSync: true, Limits: fanoutLimits})
 	if err != nil {
 		return nil, err
 	}

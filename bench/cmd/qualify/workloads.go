@@ -4,6 +4,7 @@ import (
 	"github.com/keeppeek/statestore/bench/boltpeer"
 	"github.com/keeppeek/statestore/bench/etcdpeer"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/natspeer"
 	"github.com/keeppeek/statestore/bench/report"
 	"github.com/keeppeek/statestore/bench/serialwork"
 	"github.com/keeppeek/statestore/bench/sqlitepeer"
@@ -36,7 +37,11 @@ var workloads = []workload{
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
 	{name: nameWireFanout, run: runWireFanout},
+	{name: nameWSLoad, run: runWSLoad},
+	// The fan-out over the network beside its peers (fanout_peers.go).
 	{name: nameWSFanout, run: runWSFanout},
+	{name: etcdpeer.NameWatchFanout, run: runEtcdWatchFanout},
+	{name: natspeer.NameWatchFanout, run: runNATSWatchFanout},
 	{name: nameOneEntrySnapshot, run: runOneEntrySnapshot},
 	{name: nameOpenFullStore, run: runOpenFullStore},
 	{name: nameReplayJournal, run: runReplayJournal},
@@ -56,6 +61,8 @@ var workloads = []workload{
 	{name: nameWSCASConcurrent, run: runWSCASConcurrent},
 	{name: etcdpeer.NameGRPCCAS, run: serialPeer(etcdpeer.NameGRPCCAS, openEtcdGRPC(1), etcdGRPCNote)},
 	{name: etcdpeer.NameGRPCCASConcurrent, run: concurrentPeerFor(etcdpeer.NameGRPCCASConcurrent, openEtcdGRPC, etcdGRPCNote+", one connection per writer")},
+	{name: natspeer.NameCAS, run: serialPeer(natspeer.NameCAS, openNATS(1), natsNote)},
+	{name: natspeer.NameCASConcurrent, run: concurrentPeerFor(natspeer.NameCASConcurrent, openNATS, natsNote+", one connection per writer")},
 	// The targets' own measurement: their sides in alternating rounds
 	// (target_workloads.go).
 	{name: nameTargetsSerial, run: runTargetsSerial},
@@ -63,6 +70,7 @@ var workloads = []workload{
 	// The network path's ratios, the same way (network_workloads.go).
 	{name: nameNetworkSerial, run: runNetworkSerial},
 	{name: nameNetworkConcurrent, run: runNetworkConcurrent},
+	{name: nameNetworkFanout, run: runNetworkFanout},
 }
 
 // serialFigure and concurrentFigure are the workloads the report draws,
@@ -75,6 +83,7 @@ var (
 	// measuredModules are the versions BENCHMARKS.md reports.
 	measuredModules = []string{"github.com/keeppeek/statestore", "github.com/tidwall/wal", "modernc.org/sqlite",
 		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/client/v3", "google.golang.org/grpc",
+		"github.com/nats-io/nats-server/v2", "github.com/nats-io/nats.go",
 		"github.com/coder/websocket", "gonum.org/v1/plot"}
 )
 
