@@ -60,6 +60,9 @@ type ClusterOptions struct {
 	// SnapshotThreshold is how many entries may follow the last raft
 	// snapshot before another; 0 is raft's default.
 	SnapshotThreshold uint64
+	// TrailingLogs is how many entries a raft snapshot leaves in the log;
+	// 0 is raft's default (10,240).
+	TrailingLogs uint64
 
 	// LogStore and StableStore hold the raft log and its votes; nil means
 	// raft.InmemStore (nothing survives a restart, and then the snapshots
@@ -140,7 +143,7 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 
 	cfg := replica.Config{NodeID: co.NodeID, Addr: co.RaftAddr, TLS: co.TLS,
 		HeartbeatTimeout: co.HeartbeatTimeout, ElectionTimeout: co.ElectionTimeout, LeaderLeaseTimeout: co.LeaderLeaseTimeout,
-		CommitTimeout: co.CommitTimeout, SnapshotThreshold: co.SnapshotThreshold,
+		CommitTimeout: co.CommitTimeout, SnapshotThreshold: co.SnapshotThreshold, TrailingLogs: co.TrailingLogs,
 		LogStore: co.LogStore, StableStore: co.StableStore, SnapshotStore: co.SnapshotStore, Transport: co.Transport}
 	for _, p := range co.Peers {
 		cfg.Peers = append(cfg.Peers, replica.Peer{ID: p.ID, Addr: p.RaftAddr})
@@ -447,6 +450,12 @@ func (c *clusterNode) waitApplied(ctx context.Context, idx uint64) error {
 func (c *clusterNode) shutdown() error {
 	var err error
 	c.stopOnce.Do(func() {
+		if c.node != nil && c.leaderReady() {
+			// Hand leadership on first: a transfer stalls writes for
+			// milliseconds where an election takes two timeouts.
+			c.leading.Store(false)
+			_ = c.node.TransferLeadership("")
+		}
 		close(c.quit)
 		if c.node != nil {
 			err = c.node.Shutdown()

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
@@ -27,13 +31,14 @@ type testCluster struct {
 	peers []statestore.Peer
 	dirs  map[string]string
 	nodes map[string]*statestore.Store
+	mod   []func(*statestore.ClusterOptions)
 	mu    sync.Mutex
 }
 
-func newTestCluster(t testing.TB, n int) *testCluster {
+func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, clock: clock.NewFake(t0), net: replica.NewInmemNetwork(), lb: replica.NewLoopback(),
-		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}}
+		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, statestore.Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
@@ -59,9 +64,12 @@ func newTestCluster(t testing.TB, n int) *testCluster {
 
 func (c *testCluster) start(p statestore.Peer) {
 	c.t.Helper()
-	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: c.clock, Schemas: schema.NewRegistry()},
-		statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: c.peers,
-			Transport: c.net.Transport(p.RaftAddr), Loopback: c.lb})
+	co := statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: c.peers,
+		Transport: c.net.Transport(p.RaftAddr), Loopback: c.lb}
+	for _, m := range c.mod {
+		m(&co)
+	}
+	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: c.clock, Schemas: schema.NewRegistry()}, co)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", p.ID, err)
 	}
@@ -258,51 +266,168 @@ func TestClusterFollowerWatchSeesEveryUpdateOnceInOrder(t *testing.T) {
 func TestClusterLeaderLossKeepsAcknowledgedWrites(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t, 3)
-	acked := map[string]uint64{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	old := c.leader()
+	var (
+		mu      sync.Mutex
+		acked   = map[string]uint64{}
+		unknown int
+		wg      sync.WaitGroup
+		stop    = make(chan struct{})
+		written atomic.Int64
+	)
 	for w := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 10 {
-				key := fmt.Sprintf("w%d-%d", w, i)
-				for _, s := range c.all() {
-					if e, err := clusterPut(s, key, i, statestore.Expect{}); err == nil {
-						mu.Lock()
-						acked[key] = e.Revision
-						mu.Unlock()
-						break
-					}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
 				}
+				s := c.all()[(w+i)%3]
+				key := fmt.Sprintf("w%d-%d", w, i)
+				e, err := clusterPut(s, key, i, statestore.Expect{})
+				mu.Lock()
+				switch {
+				case err == nil:
+					acked[key] = e.Revision
+				case statestore.CodeOf(err) == statestore.Unavailable:
+					unknown++
+				default:
+					t.Errorf("put %s: %v", key, err)
+				}
+				mu.Unlock()
+				written.Add(1)
 			}
 		}()
 	}
+	// Some writes, then the leader is cut off mid-stream (a crash: no
+	// transfer), then more writes at the new leader.
+	for written.Load() < 30 {
+		runtime.Gosched()
+	}
+	c.net.Isolate(raftAddrOf(c, old))
+	var l *statestore.Store
+	deadline := time.Now().Add(20 * time.Second)
+	for l == nil && time.Now().Before(deadline) {
+		for _, s := range c.all() {
+			if s != old && s.Cluster().IsLeader() {
+				l = s
+			}
+		}
+		runtime.Gosched()
+	}
+	if l == nil {
+		t.Fatal("no new leader")
+	}
+	at := written.Load()
+	for written.Load() < at+30 {
+		runtime.Gosched()
+	}
+	close(stop)
 	wg.Wait()
-	old := c.leader()
-	oldRev := old.Namespace("group/g").Revision
-	c.stop(old)
-	l := c.leader()
-	if l == old {
-		t.Fatal("the closed node still leads")
-	}
-	e, err := clusterPut(c.follower(), "after", 1, statestore.Expect{})
-	if err != nil {
-		t.Fatalf("a write after the failover: %v", err)
-	}
-	if e.Revision <= oldRev {
-		t.Fatalf("revision went back: %d after %d", e.Revision, oldRev)
-	}
+	c.net.Heal(raftAddrOf(c, old))
+	c.quiesce()
+	var lastRev uint64
 	for _, s := range c.all() {
 		for key, rev := range acked {
 			got, err := s.Get(ctx, admin, "group/g", key)
 			if err != nil || got.Revision != rev {
 				t.Fatalf("%s: acknowledged %s at revision %d reads %+v, %v", s.Cluster().NodeID(), key, rev, got, err)
 			}
+			lastRev = max(lastRev, rev)
+		}
+		if r := s.Namespace("group/g").Revision; r < lastRev {
+			t.Fatalf("%s: namespace revision %d below acknowledged %d", s.Cluster().NodeID(), r, lastRev)
 		}
 	}
-	if len(acked) != 30 {
-		t.Fatalf("%d of 30 writes acknowledged before the failover", len(acked))
+	e, err := clusterPut(old, "after", 1, statestore.Expect{})
+	if err != nil || e.Revision <= lastRev {
+		t.Fatalf("a write at the old leader after healing = %+v, %v (last acknowledged revision %d)", e, err, lastRev)
+	}
+	t.Logf("%d acknowledged, %d unavailable", len(acked), unknown)
+}
+
+func raftAddrOf(c *testCluster, s *statestore.Store) string {
+	for _, p := range c.peers {
+		if p.ID == s.Cluster().NodeID() {
+			return p.RaftAddr
+		}
+	}
+	return ""
+}
+
+// TestClusterWithoutQuorum: a node alone answers writes and linearizable
+// reads UNAVAILABLE naming the leader field within two election timeouts,
+// and serves its own state under StaleOK.
+func TestClusterWithoutQuorum(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	e, err := clusterPut(c.leader(), "k", 1, statestore.Expect{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.follower()
+	// f applied k before it is left alone (a linearizable read waits).
+	if _, err := f.Get(ctx, admin, "group/g", "k"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.all() {
+		if s != f {
+			c.stop(s)
+		}
+	}
+	// Closing a leader hands leadership on, possibly to f, which then
+	// leads no quorum: its write's outcome is unknown (field commit) until
+	// it steps down; after that, no leader (field leader).
+	_, err = clusterPut(f, "k2", 2, statestore.Expect{})
+	if se := wantCode(t, err, statestore.Unavailable, ""); se.Field != "leader" && se.Field != "commit" {
+		t.Fatalf("write without quorum: %v", err)
+	}
+	_, err = clusterPut(f, "k3", 3, statestore.Expect{})
+	wantCode(t, err, statestore.Unavailable, "leader")
+	_, err = f.Get(ctx, admin, "group/g", "k")
+	wantCode(t, err, statestore.Unavailable, "leader")
+	got, err := f.Get(statestore.StaleOK(ctx), admin, "group/g", "k")
+	if err != nil || got.Revision != e.Revision {
+		t.Fatalf("stale read = %+v, %v", got, err)
+	}
+}
+
+// TestClusterSnapshotInstallClosesWatches: a follower cut off while the
+// leader compacts its log behind a raft snapshot catches up by installing
+// it, which closes its watches with RESTORED; its state is then current.
+func TestClusterSnapshotInstallClosesWatches(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3, func(co *statestore.ClusterOptions) { co.TrailingLogs = 1 })
+	l, f := c.leader(), c.follower()
+	sink := newSink()
+	ss, err := f.OpenSession(admin, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: "group/g"}); err != nil {
+		t.Fatal(err)
+	}
+	sink.next(t)
+	c.net.Isolate(raftAddrOf(c, f))
+	var last statestore.Entry
+	for i := range 10 {
+		if last, err = clusterPut(l, fmt.Sprintf("k%d", i), i, statestore.Expect{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	c.net.Heal(raftAddrOf(c, f))
+	m := sink.next(t)
+	if cl, ok := m.(*watch.Closed); !ok || cl.Reason != watch.Restored {
+		t.Fatalf("follower's watch got %#v, want a RESTORED closure", m)
+	}
+	if got, err := f.Get(ctx, admin, "group/g", "k9"); err != nil || got.Revision != last.Revision {
+		t.Fatalf("after the install the follower reads %+v, %v", got, err)
 	}
 }
 
@@ -479,5 +604,139 @@ func TestClusterOverTCP(t *testing.T) {
 	_, err = clusterPut(f, "tcp", 2, statestore.CreateOnly)
 	if se := wantCode(t, err, statestore.Conflict, "expected_revision"); se.CurrentRevision != e.Revision {
 		t.Fatalf("relayed conflict names %d", se.CurrentRevision)
+	}
+}
+
+// failingLog is raft's in-memory log whose StoreLogs fails on demand.
+type failingLog struct {
+	*raft.InmemStore
+	fail atomic.Bool
+}
+
+func (l *failingLog) StoreLogs(logs []*raft.Log) error {
+	if l.fail.Load() {
+		return errors.New("injected: no space left on device")
+	}
+	return l.InmemStore.StoreLogs(logs)
+}
+
+func (l *failingLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+// TestClusterLeaderLogFailureIsStorage: the leader's own log refusing a
+// batch answers STORAGE (nothing was replicated), and the cluster goes on
+// under another leader.
+func TestClusterLeaderLogFailureIsStorage(t *testing.T) {
+	t.Parallel()
+	logs := map[string]*failingLog{}
+	var mu sync.Mutex
+	c := newTestCluster(t, 3, func(co *statestore.ClusterOptions) {
+		l := &failingLog{InmemStore: raft.NewInmemStore()}
+		mu.Lock()
+		logs[co.NodeID] = l
+		mu.Unlock()
+		co.LogStore, co.StableStore = l, l.InmemStore
+	})
+	l := c.leader()
+	if _, err := clusterPut(l, "before", 1, statestore.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	logs[l.Cluster().NodeID()].fail.Store(true)
+	mu.Unlock()
+	_, err := l.Put(ctx, admin, statestore.PutRequest{Namespace: "group/g", Key: "k", Schema: schema.MediaIntentV1, Document: docN(2)})
+	wantCode(t, err, statestore.Storage, "raft log")
+	mu.Lock()
+	logs[l.Cluster().NodeID()].fail.Store(false)
+	mu.Unlock()
+	// The failed leader stepped down; once a leader is elected again (a
+	// read during the election may be UNAVAILABLE) the refused write is
+	// nowhere and writes go on.
+	retry := func(what string, fn func() error) {
+		t.Helper()
+		for i := 0; ; i++ {
+			err := fn()
+			if statestore.CodeOf(err) != statestore.Unavailable || i == 20 {
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				return
+			}
+		}
+	}
+	for _, s := range c.all() {
+		retry("get", func() error {
+			_, err := s.Get(ctx, admin, "group/g", "k")
+			if statestore.CodeOf(err) == statestore.NotFound {
+				return nil
+			}
+			if err == nil {
+				return errors.New("the refused write is present")
+			}
+			return err
+		})
+	}
+	retry("put after the failure", func() error { _, err := clusterPut(l, "after", 3, statestore.Expect{}); return err })
+}
+
+// TestClusterLeaseLapsedDuringFailoverExpiresOnce: a lease that lapses
+// while its leader is cut off is expired once, by the new leader (its
+// purge after the Barrier, or its expiry loop), never extended; every
+// node's watch sees that one EXPIRE.
+func TestClusterLeaseLapsedDuringFailoverExpiresOnce(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	old := c.leader()
+	e, err := old.Put(ctx, admin, statestore.PutRequest{Namespace: "group/g", Key: "lease", Schema: schema.MediaIntentV1, Document: docN(1), TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sinks []*chanSink
+	for _, s := range c.all() {
+		if s == old {
+			continue
+		}
+		// A linearizable watch: its snapshot holds the lease.
+		sink := newSink()
+		ss, err := s.OpenSession(admin, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: "group/g"}); err != nil {
+			t.Fatal(err)
+		}
+		if snap := sink.next(t).(*watch.Snapshot); len(snap.Entries) != 1 {
+			t.Fatalf("snapshot holds %d entries", len(snap.Entries))
+		}
+		sinks = append(sinks, sink)
+	}
+	c.net.Isolate(raftAddrOf(c, old))
+	c.clock.Advance(3 * time.Second)
+	for _, sink := range sinks {
+		u := sink.nextUpdate(t)
+		if u.Kind != watch.Expire || u.Key != "lease" || u.Revision != e.Revision+1 {
+			t.Fatalf("want the lease's EXPIRE, got %+v", u)
+		}
+	}
+	c.net.Heal(raftAddrOf(c, old))
+	var l *statestore.Store
+	for _, s := range c.all() {
+		if s != old {
+			l = s
+		}
+	}
+	e2, err := clusterPut(l, "after", 2, statestore.Expect{})
+	if err != nil || e2.Revision != e.Revision+2 {
+		t.Fatalf("write after the expiry = %+v, %v; want revision %d (one EXPIRE between)", e2, err, e.Revision+2)
+	}
+	for _, sink := range sinks {
+		if u := sink.nextUpdate(t); u.Kind != watch.Put || u.Key != "after" {
+			t.Fatalf("after the EXPIRE: %+v", u)
+		}
+	}
+	c.quiesce()
+	for _, s := range c.all() {
+		if _, err := s.Get(ctx, admin, "group/g", "lease"); statestore.CodeOf(err) != statestore.NotFound {
+			t.Fatalf("%s: the lapsed lease reads %v", s.Cluster().NodeID(), err)
+		}
 	}
 }

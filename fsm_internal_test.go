@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/keeppeek/statestore/journal"
 )
 
@@ -49,6 +51,52 @@ func TestEntryCodec(t *testing.T) {
 		var ee *EntryError
 		if !errors.As(err, &ee) || ee.Index != 42 {
 			t.Errorf("%s: %v, want an EntryError at index 42", tc.name, err)
+		}
+	}
+}
+
+// fakeFuture is a finished raft.ApplyFuture.
+type fakeFuture struct {
+	err  error
+	resp any
+}
+
+func (f fakeFuture) Error() error  { return f.err }
+func (f fakeFuture) Response() any { return f.resp }
+func (f fakeFuture) Index() uint64 { return 7 }
+
+// TestRaftOutcome pins the answer for each way an Apply ends: applied;
+// not applied anywhere (retried at the leader); unknown (UNAVAILABLE, field
+// commit, never a success); the leader's own log failing (STORAGE).
+func TestRaftOutcome(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		f      fakeFuture
+		code   Code
+		field  string
+		retry  bool
+		wantOK bool
+	}{
+		{name: "applied", f: fakeFuture{}, wantOK: true},
+		{name: "refused by the state machine", f: fakeFuture{resp: errors.New("revision 3 after 5")}, code: Unavailable, field: "leader", retry: true},
+		{name: "not leader", f: fakeFuture{err: raft.ErrNotLeader}, code: Unavailable, field: "leader", retry: true},
+		{name: "enqueue timeout", f: fakeFuture{err: raft.ErrEnqueueTimeout}, code: Unavailable, field: "leader", retry: true},
+		{name: "transfer", f: fakeFuture{err: raft.ErrLeadershipTransferInProgress}, code: Unavailable, field: "leader", retry: true},
+		{name: "leadership lost", f: fakeFuture{err: raft.ErrLeadershipLost}, code: Unavailable, field: "commit"},
+		{name: "shutdown", f: fakeFuture{err: raft.ErrRaftShutdown}, code: Unavailable, field: "commit"},
+		{name: "log failure", f: fakeFuture{err: errors.New("write raft log: no space left on device")}, code: Storage, field: "raft log"},
+	} {
+		err := raftOutcome(tc.f)
+		if tc.wantOK {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		var se *Error
+		if !errors.As(err, &se) || se.Code != tc.code || se.Field != tc.field || retryable(err) != tc.retry {
+			t.Errorf("%s: %v (retryable %v), want %v on %q, retryable %v", tc.name, err, retryable(err), tc.code, tc.field, tc.retry)
 		}
 	}
 }

@@ -54,6 +54,9 @@ type Config struct {
 	// SnapshotThreshold is how many log entries may follow the last raft
 	// snapshot before another is taken; 0 is raft's default.
 	SnapshotThreshold uint64
+	// TrailingLogs is how many entries a snapshot leaves in the log, so a
+	// follower slightly behind catches up without one; 0 is raft's default.
+	TrailingLogs uint64
 
 	// LogStore and StableStore hold the raft log and its terms and votes;
 	// nil means one raft.InmemStore for both (nothing survives a
@@ -203,6 +206,9 @@ func raftConfig(cfg Config) *raft.Config {
 	conf.MaxAppendEntries = cfg.MaxAppendEntries
 	if cfg.SnapshotThreshold > 0 {
 		conf.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		conf.TrailingLogs = cfg.TrailingLogs
 	}
 	conf.LogOutput = io.Discard
 	return conf
