@@ -46,8 +46,15 @@ type ClusterOptions struct {
 	RaftAddr string
 	RPCAddr  string
 	// Peers is the initial configuration, identical on every node: a node
-	// with no raft state bootstraps it once.
+	// with no raft state bootstraps it once. Every node forwards to the
+	// RPC addresses listed here (and those its own AddVoter added), so a
+	// member added later should be listed in the Peers of every node that
+	// restarts after it joined.
 	Peers []Peer
+	// Join starts a node that is not in the initial configuration (Peers
+	// then lists the members it knows, itself included): it never
+	// bootstraps and waits for the leader's Cluster().AddVoter.
+	Join bool
 	// TLS, when set, carries raft and forwarded traffic over mutual TLS.
 	TLS *tls.Config
 
@@ -141,12 +148,17 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
 	s.home.watches = s.watches
 
-	cfg := replica.Config{NodeID: co.NodeID, Addr: co.RaftAddr, TLS: co.TLS,
+	cfg := replica.Config{NodeID: co.NodeID, Addr: co.RaftAddr, TLS: co.TLS, Join: co.Join,
 		HeartbeatTimeout: co.HeartbeatTimeout, ElectionTimeout: co.ElectionTimeout, LeaderLeaseTimeout: co.LeaderLeaseTimeout,
 		CommitTimeout: co.CommitTimeout, SnapshotThreshold: co.SnapshotThreshold, TrailingLogs: co.TrailingLogs,
 		LogStore: co.LogStore, StableStore: co.StableStore, SnapshotStore: co.SnapshotStore, Transport: co.Transport}
 	for _, p := range co.Peers {
-		cfg.Peers = append(cfg.Peers, replica.Peer{ID: p.ID, Addr: p.RaftAddr})
+		if !co.Join || p.ID != co.NodeID {
+			cfg.Peers = append(cfg.Peers, replica.Peer{ID: p.ID, Addr: p.RaftAddr})
+		}
+	}
+	if co.Join {
+		cfg.Peers = append(cfg.Peers, replica.Peer{ID: co.NodeID, Addr: co.RaftAddr})
 	}
 	if cfg.SnapshotStore == nil && cfg.LogStore != nil {
 		cfg.SnapshotDir = filepath.Join(s.root, "raft-snapshots")
@@ -185,6 +197,7 @@ type clusterNode struct {
 	fsm        *fsm
 	log        *raftLog
 	self       string
+	rpcMu      sync.Mutex
 	rpcs       map[string]string // node ID -> RPC address
 	caller     replica.Caller
 	unregister func()
@@ -499,9 +512,15 @@ func (cl *Cluster) Members() ([]Member, error) { return cl.c.node.Members() }
 // AddVoter adds a voter (at the leader). Its RPC address is known to this
 // node from here on; the other nodes learn it from their own Peers.
 func (cl *Cluster) AddVoter(p Peer) error {
+	if p.ID == "" || p.RaftAddr == "" || p.RPCAddr == "" {
+		return newErr(InvalidArgument, "peer", "a voter needs an ID, a raft address and an RPC address")
+	}
 	if err := cl.c.node.AddVoter(p.ID, p.RaftAddr, cl.c.wait); err != nil {
 		return wrapErr(Unavailable, "leader", err)
 	}
+	cl.c.rpcMu.Lock()
+	cl.c.rpcs[p.ID] = p.RPCAddr
+	cl.c.rpcMu.Unlock()
 	return nil
 }
 

@@ -24,21 +24,29 @@ import (
 // in-process forwarding and one fake clock, as replica's package
 // documentation describes.
 type testCluster struct {
-	t     testing.TB
-	clock *clock.Fake
-	net   *replica.InmemNetwork
-	lb    *replica.Loopback
-	peers []statestore.Peer
-	dirs  map[string]string
-	nodes map[string]*statestore.Store
-	mod   []func(*statestore.ClusterOptions)
-	mu    sync.Mutex
+	t      testing.TB
+	clock  *clock.Fake
+	net    *replica.InmemNetwork
+	lb     *replica.Loopback
+	peers  []statestore.Peer
+	dirs   map[string]string
+	nodes  map[string]*statestore.Store
+	mod    []func(*statestore.ClusterOptions)
+	clocks map[string]*clock.Fake
+	mu     sync.Mutex
 }
 
 func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
+	return newTestClusterClocks(t, n, nil, mod...)
+}
+
+// newTestClusterClocks is newTestCluster with a clock of its own for each
+// node ID that clocks names.
+func newTestClusterClocks(t testing.TB, n int, clocks map[string]*clock.Fake, mod ...func(*statestore.ClusterOptions)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, clock: clock.NewFake(t0), net: replica.NewInmemNetwork(), lb: replica.NewLoopback(),
-		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod}
+		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, clocks: clocks}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, statestore.Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
@@ -69,7 +77,14 @@ func (c *testCluster) start(p statestore.Peer) {
 	for _, m := range c.mod {
 		m(&co)
 	}
-	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: c.clock, Schemas: schema.NewRegistry()}, co)
+	var clk clock.Clock = c.clock
+	if own, ok := c.clocks[p.ID]; ok {
+		clk = own
+	}
+	if c.dirs[p.ID] == "" {
+		c.dirs[p.ID] = c.t.TempDir()
+	}
+	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}, co)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", p.ID, err)
 	}
@@ -738,5 +753,115 @@ func TestClusterLeaseLapsedDuringFailoverExpiresOnce(t *testing.T) {
 		if _, err := s.Get(ctx, admin, "group/g", "lease"); statestore.CodeOf(err) != statestore.NotFound {
 			t.Fatalf("%s: the lapsed lease reads %v", s.Cluster().NodeID(), err)
 		}
+	}
+}
+
+// TestClusterMembership: Members, TransferLeadership to a named node,
+// RemoveServer, and a node that joins (never bootstrapping) through
+// AddVoter, catches up and serves reads and writes.
+func TestClusterMembership(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	l, f := c.leader(), c.follower()
+	members, err := f.Cluster().Members()
+	if err != nil || len(members) != 3 {
+		t.Fatalf("members = %+v, %v", members, err)
+	}
+	if err := l.Cluster().TransferLeadership(f.Cluster().NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.leader(); got != f {
+		t.Fatalf("leadership went to %s, asked for %s", got.Cluster().NodeID(), f.Cluster().NodeID())
+	}
+	if id, _ := l.Cluster().Leader(); id != f.Cluster().NodeID() && id != "" {
+		t.Fatalf("the old leader sees %q lead", id)
+	}
+	e, err := clusterPut(l, "k", 1, statestore.Expect{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Remove the third node, then bring a new one in.
+	var third *statestore.Store
+	for _, s := range c.all() {
+		if s != l && s != f {
+			third = s
+		}
+	}
+	if err := f.Cluster().RemoveServer(third.Cluster().NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(third)
+	if members, _ := f.Cluster().Members(); len(members) != 2 {
+		t.Fatalf("after the removal: %+v", members)
+	}
+	p4 := statestore.Peer{ID: "n4", RaftAddr: "raft-n4", RPCAddr: "rpc-n4"}
+	c.mu.Lock()
+	c.peers = append(c.peers, p4)
+	c.mu.Unlock()
+	c.mod = append(c.mod, func(co *statestore.ClusterOptions) { co.Join = co.NodeID == "n4" })
+	c.start(p4)
+	if err := f.Cluster().AddVoter(p4); err != nil {
+		t.Fatal(err)
+	}
+	n4 := c.nodes["n4"]
+	select {
+	case <-n4.Cluster().Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the joined node is not ready")
+	}
+	if got, err := n4.Get(ctx, admin, "group/g", "k"); err != nil || got.Revision != e.Revision {
+		t.Fatalf("the joined node reads %+v, %v", got, err)
+	}
+	if _, err := clusterPut(n4, "from-n4", 2, statestore.Expect{}); err != nil {
+		t.Fatalf("write at the joined node: %v", err)
+	}
+	if members, _ := n4.Cluster().Members(); len(members) != 3 {
+		t.Fatalf("after the join: %+v", members)
+	}
+	if err := f.Cluster().AddVoter(statestore.Peer{ID: "x"}); statestore.CodeOf(err) != statestore.InvalidArgument {
+		t.Fatalf("a voter without addresses: %v", err)
+	}
+}
+
+// TestClusterTimeNeverGoesBack: a new leader whose clock is behind the
+// last applied record stamps its batches with that record's time, not its
+// own: no entry's time moves back, and no lease is lengthened by the skew.
+func TestClusterTimeNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	ahead, behind := clock.NewFake(t0.Add(10*time.Second)), clock.NewFake(t0)
+	c := newTestClusterClocks(t, 3, map[string]*clock.Fake{"n1": ahead, "n2": ahead, "n3": behind})
+	var slow *statestore.Store
+	for _, s := range c.all() {
+		if s.Cluster().NodeID() == "n3" {
+			slow = s
+		}
+	}
+	l := c.leader()
+	if l == slow {
+		if err := l.Cluster().TransferLeadership("n1"); err != nil {
+			t.Fatal(err)
+		}
+		for c.leader() == slow {
+			runtime.Gosched()
+		}
+		l = c.leader()
+	}
+	e1, err := clusterPut(l, "k", 1, statestore.Expect{})
+	if err != nil || e1.UpdatedMs != t0.UnixMilli()+10_000 {
+		t.Fatalf("write at the leader ahead = %+v, %v", e1, err)
+	}
+	if err := l.Cluster().TransferLeadership("n3"); err != nil {
+		t.Fatal(err)
+	}
+	for c.leader() != slow {
+		runtime.Gosched()
+	}
+	e2, err := clusterPut(slow, "k", 2, statestore.Expect{})
+	if err != nil || e2.UpdatedMs < e1.UpdatedMs {
+		t.Fatalf("write at the leader behind = %+v, %v; its time went below %d", e2, err, e1.UpdatedMs)
+	}
+	e3, err := slow.Put(ctx, admin, statestore.PutRequest{Namespace: "group/g", Key: "lease", Schema: schema.MediaIntentV1, Document: docN(3), TTL: 2 * time.Second})
+	if err != nil || e3.ExpiresMs != e1.UpdatedMs+2000 {
+		t.Fatalf("lease at the leader behind = %+v, %v", e3, err)
 	}
 }

@@ -393,7 +393,9 @@ func fwdPrincipalOf(p Principal) fwdPrincipal {
 // forward sends req to the leader id. sent reports whether it may have
 // reached the leader: a failure after that leaves the outcome unknown.
 func (c *clusterNode) forward(ctx context.Context, id string, req *fwdRequest) (resp fwdResponse, sent bool, err error) {
+	c.rpcMu.Lock()
 	addr, ok := c.rpcs[id]
+	c.rpcMu.Unlock()
 	if !ok {
 		return resp, false, newErr(Unavailable, "leader", "the leader %q has no known RPC address", id)
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	// Peers is the initial configuration, identical on every node: a node
 	// with no raft state bootstraps it once.
 	Peers []Peer
+	// Join starts a node that is not in the initial configuration: it
+	// never bootstraps and waits for the leader's AddVoter.
+	Join bool
 	// TLS, when set, carries the peer traffic over mutual TLS: it must hold
 	// this node's certificate and the cluster CA in both RootCAs and
 	// ClientCAs.
@@ -101,7 +104,7 @@ func (c Config) withDefaults() (Config, error) {
 			}
 		}
 	}
-	if !self {
+	if !self && !c.Join {
 		return c, &ConfigError{Field: "Peers", Reason: fmt.Sprintf("does not list this node (%q)", c.NodeID)}
 	}
 	for _, d := range []struct {
@@ -183,7 +186,7 @@ func Start(cfg Config, fsm raft.FSM) (*Node, error) {
 	}
 	conf := raftConfig(cfg)
 	has, err := raft.HasExistingState(cfg.LogStore, cfg.StableStore, snaps)
-	if err == nil && !has {
+	if err == nil && !has && !cfg.Join {
 		err = raft.BootstrapCluster(conf, cfg.LogStore, cfg.StableStore, snaps, n.trans, configuration(cfg.Peers))
 	}
 	if err == nil {
