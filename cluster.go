@@ -56,6 +56,10 @@ type ClusterOptions struct {
 	// bootstraps and waits for the leader's Cluster().AddVoter.
 	Join bool
 	// TLS, when set, carries raft and forwarded traffic over mutual TLS.
+	// Without it the peer ports trust their network: a forwarded call names
+	// its principal (the server's own included), so anyone who reaches
+	// RPCAddr can write as anyone. Use it wherever the peers are not on
+	// loopback.
 	TLS *tls.Config
 
 	// Timeouts; zero fields take replica's defaults (300 ms heartbeat and
@@ -362,8 +366,13 @@ func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), re
 			case err != nil && sent:
 				return Entry{}, err
 			case err == nil && !retryable(resp.err()):
-				if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
-					return Entry{}, werr
+				// A write answers at once: a linearizable read here waits
+				// for the leader's read index, which covers it, so only an
+				// expiry (which Get re-reads locally right after) waits.
+				if req.Verb == verbExpire {
+					if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
+						return Entry{}, werr
+					}
 				}
 				return resp.entry(), resp.err()
 			}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/disk"
@@ -420,7 +422,7 @@ func (s *Store) Checkpoint() error {
 		if err := s.checkOpen(); err != nil {
 			return err
 		}
-		if err := s.cluster.node.Raft().Snapshot().Error(); err != nil {
+		if err := s.cluster.node.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 			return wrapErr(Storage, "raft snapshot", err)
 		}
 		return nil

@@ -19,10 +19,12 @@
 // its own state machine applied the entry. A new leader waits for its
 // Barrier, rebuilds its pending view from the applied state and expires
 // overdue leases before it admits anything. A follower forwards a write,
-// with its principal, to the leader, relays the answer and first waits
-// until it has applied the write itself. Get is linearizable on every
-// node (the leader's read index, then the local state machine);
-// statestore.StaleOK reads the local state. Outcomes: no leader for two
+// with its principal, to the leader and relays the answer at once (it
+// would pay the follower's commit lag, a CommitTimeout, to wait for its
+// own apply); Get and Watch are linearizable on every node (the leader's
+// read index, which covers every acknowledged write, then the local state
+// machine), so a follower's next read sees its write. statestore.StaleOK
+// reads the local state, which may not hold the caller's own write yet. Outcomes: no leader for two
 // election timeouts is UNAVAILABLE naming the leader if known; a batch
 // whose leader lost leadership before it was known committed is
 // UNAVAILABLE with field "commit" (the outcome is unknown); a failure of
@@ -99,9 +101,8 @@
 //     Code: statestore.clusterNode.expireIfLeader, statestore.clusterNode.stamp.
 //     Tests: statestore.TestClusterLeasesExpireOnceAtTheLeader,
 //     statestore.TestClusterFollowerWatchSeesEveryUpdateOnceInOrder.
-//  5. A Get, a Watch and a forwarded write's answer wait until this node
-//     applied the leader's read index, so no node answers older than an
-//     acknowledged write.
+//  5. A Get and a Watch wait until this node applied the leader's read
+//     index, so no node answers older than an acknowledged write.
 //     Code: statestore.clusterNode.linearize, statestore.clusterNode.localReadIndex,
 //     statestore.clusterNode.waitApplied.
 //     Tests: statestore.TestClusterWritesAtLeaderAndFollowerVisibleEverywhere.
