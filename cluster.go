@@ -242,24 +242,48 @@ func (c *clusterNode) leaderLoop() {
 			if !leader {
 				continue
 			}
-			term := r.CurrentTerm()
-			if err := r.Barrier(c.wait).Error(); err != nil {
-				continue
-			}
-			// Nothing is admitted while leading is false; exclusive waits
-			// for what an earlier term left in flight and rebuilds pending.
-			if err := c.s.pipe.exclusive(func() error { return nil }); err != nil {
+			if !c.takeOver() {
 				return
 			}
-			// Overdue leases first, as Open does, before any write.
-			if _, err := c.s.pipe.submit(&op{kind: opExpire}); err != nil {
-				continue
-			}
-			c.term.Store(term)
-			c.leading.Store(true)
-			c.s.leases.poke()
 		}
 	}
+}
+
+// takeOver makes this new leader ready to admit: its Barrier, the pending
+// view rebuilt, the overdue leases purged. A step that fails while this
+// node still leads the same term (an enqueue timeout under load) is tried
+// again, since raft signals leadership once per term. It returns false
+// once the store closes.
+func (c *clusterNode) takeOver() bool {
+	r := c.node.Raft()
+	term := r.CurrentTerm()
+	for r.State() == raft.Leader && r.CurrentTerm() == term {
+		select {
+		case <-c.quit:
+			return false
+		default:
+		}
+		if err := r.Barrier(c.wait).Error(); err != nil {
+			continue
+		}
+		// Nothing is admitted while leading is false; exclusive waits for
+		// what an earlier term left in flight and rebuilds pending.
+		if err := c.s.pipe.exclusive(func() error { return nil }); err != nil {
+			return false
+		}
+		// Overdue leases first, as Open does, before any write.
+		if _, err := c.s.pipe.submit(&op{kind: opExpire}); err != nil {
+			if c.s.pipe.isClosed() {
+				return false
+			}
+			continue
+		}
+		c.term.Store(term)
+		c.leading.Store(true)
+		c.s.leases.poke()
+		return true
+	}
+	return true
 }
 
 // awaitReady closes ready once a leader is known and this node's state has

@@ -93,7 +93,8 @@
 //  3. A new leader admits nothing before its Barrier applied every earlier
 //     entry, its pending view was rebuilt from the applied state and its
 //     overdue leases were purged.
-//     Code: statestore.clusterNode.leaderLoop, statestore.clusterNode.leaderReady.
+//     Code: statestore.clusterNode.leaderLoop, statestore.clusterNode.takeOver,
+//     statestore.clusterNode.leaderReady.
 //     Tests: statestore.TestClusterLeaderLossKeepsAcknowledgedWrites,
 //     statestore.TestClusterCompareAndSet.
 //  4. Only the leader expires leases, once each, at its clock; a follower's
