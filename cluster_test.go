@@ -2,6 +2,7 @@ package statestore_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/internal/testtls"
 	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
@@ -567,9 +569,27 @@ func TestOpenClusterRefusals(t *testing.T) {
 }
 
 // TestClusterOverTCP runs three nodes on 127.0.0.1: raft's TCP transport and
-// the TCP forwarder, a write at a follower answered and visible.
+// the TCP forwarder, a write at a follower answered and visible; in the
+// clear and over TLS (the test CA's 127.0.0.1 certificate on every node,
+// verified by every dialer).
 func TestClusterOverTCP(t *testing.T) {
 	t.Parallel()
+	ca := testtls.New(t, "cluster")
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+	}{
+		{"clear", nil},
+		{"tls", &tls.Config{Certificates: ca.Server.Certificates, RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testClusterOverTCP(t, tc.tls)
+		})
+	}
+}
+
+func testClusterOverTCP(t *testing.T, tc *tls.Config) {
 	free := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -586,7 +606,7 @@ func TestClusterOverTCP(t *testing.T) {
 	var nodes []*statestore.Store
 	for _, p := range peers {
 		s, err := statestore.OpenCluster(statestore.Options{Dir: t.TempDir(), Clock: fc},
-			statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: peers})
+			statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: peers, TLS: tc})
 		if err != nil {
 			t.Fatal(err)
 		}

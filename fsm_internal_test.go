@@ -2,12 +2,16 @@ package statestore
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/replica"
 )
 
 // TestEntryCodec: a raft entry round-trips its records, and every kind of
@@ -97,6 +101,71 @@ func TestRaftOutcome(t *testing.T) {
 		var se *Error
 		if !errors.As(err, &se) || se.Code != tc.code || se.Field != tc.field || retryable(err) != tc.retry {
 			t.Errorf("%s: %v (retryable %v), want %v on %q, retryable %v", tc.name, err, retryable(err), tc.code, tc.field, tc.retry)
+		}
+	}
+}
+
+// TestFSMRefusesABadEntryOnEveryNode: an entry whose record breaks the
+// replay checks (here a revision that skips ahead, as a leader admitting
+// on a stale pending view would propose) is refused whole by every node's
+// state machine, which keep identical state and go on applying.
+func TestFSMRefusesABadEntryOnEveryNode(t *testing.T) {
+	t.Parallel()
+	network, lb := replica.NewInmemNetwork(), replica.NewLoopback()
+	var peers []Peer
+	for _, id := range []string{"a", "b", "c"} {
+		peers = append(peers, Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
+	}
+	var nodes []*Store
+	for _, p := range peers {
+		s, err := OpenCluster(Options{Dir: t.TempDir()}, ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr,
+			Peers: peers, Transport: network.Transport(p.RaftAddr), Loopback: lb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		nodes = append(nodes, s)
+	}
+	for _, s := range nodes {
+		<-s.Cluster().Ready()
+	}
+	var l *Store
+	for deadline := time.Now().Add(20 * time.Second); l == nil; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader")
+		}
+		for _, s := range nodes {
+			if s.Cluster().IsLeader() {
+				l = s
+			}
+		}
+	}
+	p := Principal{ID: "ops", Admin: true}
+	doc := []byte(`{"role":"subscribe","desired":true,"source_id":"cam-1","media_kind":"video","priority":1}`)
+	e, err := l.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := encodeEntry([]*journal.Record{{Kind: journal.KindPut, Namespace: "group/g", Key: "k", Revision: e.Revision + 5,
+		Schema: "keeppeek.media-intent.v1", Owner: "ops", TimeMs: 1, CreatedMs: 1, UpdatedMs: 1, Document: doc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := l.cluster.node.Raft().Apply(bad, time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if rerr, ok := f.Response().(error); !ok || rerr == nil {
+		t.Fatalf("the leader's state machine took the bad entry: %v", f.Response())
+	}
+	e2, err := l.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc})
+	if err != nil || e2.Revision != e.Revision+1 {
+		t.Fatalf("the write after the refused entry = %+v, %v", e2, err)
+	}
+	for _, s := range nodes {
+		got, err := s.Get(context.Background(), p, "group/g", "k")
+		if err != nil || got.Revision != e2.Revision {
+			t.Fatalf("%s reads %+v, %v", s.Cluster().NodeID(), got, err)
 		}
 	}
 }

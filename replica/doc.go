@@ -89,7 +89,8 @@
 //     state, reading no clock, so their views at one index are the same
 //     bytes; an entry that fails a check is refused whole on every node.
 //     Code: statestore.fsm.Apply, statestore.decodeEntry, statestore.encodeEntry.
-//     Tests: statestore.TestClusterImagesAreByteIdentical, statestore.TestEntryCodec.
+//     Tests: statestore.TestClusterImagesAreByteIdentical, statestore.TestEntryCodec,
+//     statestore.TestFSMRefusesABadEntryOnEveryNode.
 //  3. A new leader admits nothing before its Barrier applied every earlier
 //     entry, its pending view was rebuilt from the applied state and its
 //     overdue leases were purged.
@@ -109,6 +110,7 @@
 //     Tests: statestore.TestClusterWritesAtLeaderAndFollowerVisibleEverywhere.
 //  6. A peer call that failed before it was sent may be retried; one that
 //     failed after is an unknown outcome. Messages are bounded both ways.
-//     Code: TCPCaller.Call, NotSentError, MaxMessage.
-//     Tests: TestRPCOverTCP, TestRPCBounds.
+//     Raft and peer calls run over TLS when configured.
+//     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, ServeRPC.
+//     Tests: TestRPCOverTCP, TestRPCBounds, statestore.TestClusterOverTCP.
 package replica
