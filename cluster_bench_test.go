@@ -2,8 +2,10 @@ package statestore_test
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/schema"
@@ -47,4 +49,38 @@ func BenchmarkClusterPut(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkClusterFollowerWatch measures how long after the leader's
+// acknowledgement a follower's watch delivers the update (the follower
+// learns the commit from the next AppendEntries, within CommitTimeout),
+// reported as p50 and max in µs.
+func BenchmarkClusterFollowerWatch(b *testing.B) {
+	c := newTestCluster(b, 3)
+	l, f := c.leader(), c.follower()
+	sink := newSink()
+	ss, err := f.OpenSession(admin, sink)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: "group/w"}); err != nil {
+		b.Fatal(err)
+	}
+	sink.next(b)
+	var lags []time.Duration
+	doc := docN(1)
+	for i := 0; b.Loop(); i++ {
+		if _, err := l.Put(ctx, admin, statestore.PutRequest{Namespace: "group/w", Key: fmt.Sprintf("k%d", i%100), Schema: schema.MediaIntentV1, Document: doc}); err != nil {
+			b.Fatal(err)
+		}
+		acked := time.Now()
+		u := sink.nextUpdate(b)
+		lags = append(lags, time.Since(acked))
+		if err := f.Ack(ss, "w", u.Sequence); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(lags)
+	b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lags[len(lags)-1].Microseconds()), "max-µs")
 }
