@@ -55,10 +55,12 @@ type EntryError struct {
 	Err    error
 }
 
+// Error names the index, the offset and what is wrong.
 func (e *EntryError) Error() string {
 	return fmt.Sprintf("raft entry %d at byte %d: %s", e.Index, e.Offset, e.Reason)
 }
 
+// Unwrap returns the record's decoding error, if that was the cause.
 func (e *EntryError) Unwrap() error { return e.Err }
 
 // decodeEntry decodes the records of the raft entry at index.
@@ -217,6 +219,7 @@ type fsmSnapshot struct {
 	timeMs int64
 }
 
+// Persist writes the checkpoint image of the view to sink.
 func (sn *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if _, err := checkpoint.Encode(sink, sn.v, sn.index, sn.timeMs); err != nil {
 		sink.Cancel()
@@ -225,6 +228,7 @@ func (sn *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
+// Release has nothing to free: the view is garbage once unreferenced.
 func (sn *fsmSnapshot) Release() {}
 
 // raftLog is raft as the pipeline's log: Write proposes one batch as one

@@ -138,6 +138,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error names the field and the reason.
 func (e *ConfigError) Error() string { return fmt.Sprintf("replica config %s: %s", e.Field, e.Reason) }
 
 // Node is one started raft node.

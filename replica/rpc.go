@@ -173,6 +173,7 @@ type NotSentError struct {
 	Err  error
 }
 
+// Error names the address and the dial's failure.
 func (e *NotSentError) Error() string { return fmt.Sprintf("replica rpc dial %s: %v", e.Addr, e.Err) }
 
 // Unwrap returns the dial's error.
@@ -183,6 +184,7 @@ type RemoteError struct {
 	Addr, Msg string
 }
 
+// Error names the peer and its message.
 func (e *RemoteError) Error() string { return fmt.Sprintf("replica rpc %s: %s", e.Addr, e.Msg) }
 
 // Call sends req to addr and returns the answer; ctx bounds the whole call.
