@@ -50,6 +50,10 @@ type journalBackend struct {
 	// see the view and its journal index as one point in the commit order.
 	pubMu sync.Mutex
 	index uint64 // journal index the published view reflects (under pubMu)
+
+	// cluster is set in cluster mode: the view is published by the raft
+	// state machine (fsm.go) and lapsed leases expire at the leader.
+	cluster *clusterNode
 }
 
 func (jb *journalBackend) published() *materialize.View { return jb.view.Load() }
@@ -72,6 +76,9 @@ func (jb *journalBackend) atCommitPoint(fn func(v *materialize.View) (bool, erro
 
 // expire commits the EXPIRE of every lease due now.
 func (jb *journalBackend) expire() error {
+	if jb.cluster != nil {
+		return jb.cluster.expire()
+	}
 	_, err := jb.pipe.submit(&op{kind: opExpire})
 	return err
 }

@@ -28,11 +28,19 @@ type admission struct {
 	// reserve refuses a PUT while the log runs on its disk reserve; nil
 	// where no reserve applies.
 	reserve func() error
+	// stamp, when set, is the time a batch is stamped with instead of the
+	// clock's: in cluster mode the leader's clock, never below the last
+	// applied record's time, so no follower's state moves back in time.
+	stamp func() int64
 }
 
 // newBatch starts a batch on a private clone of from, stamped now.
 func (a *admission) newBatch(from *materialize.View) *batch {
-	return &batch{adm: a, view: from.Clone(), now: a.clock.Now().UnixMilli()}
+	now := a.clock.Now().UnixMilli()
+	if a.stamp != nil {
+		now = a.stamp()
+	}
+	return &batch{adm: a, view: from.Clone(), now: now}
 }
 
 // admitAll admits ops in arrival order as one batch on pending: leases due

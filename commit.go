@@ -76,6 +76,21 @@ type commitLog interface {
 	Poll()
 }
 
+// outcomeLog is a commitLog that judges each batch on its own (the raft
+// log: one entry per batch, each with its own future), rather than by one
+// durable floor: a batch after a failed one may still have committed, and
+// one whose outcome is unknown must say so.
+type outcomeLog interface {
+	commitLog
+	// Outcome returns the fate of the batch ending at last, once Sync
+	// covered it: nil when it committed and was applied.
+	Outcome(last uint64) error
+	// NotApplied is the answer for an op judged against state that
+	// included a batch that failed: it was applied nowhere, so it may be
+	// retried once the pending view is rebuilt.
+	NotApplied() error
+}
+
 // commitEnv is everything the pipeline is given: the log, and the store's
 // side of each step.
 type commitEnv struct {
@@ -313,6 +328,9 @@ func (p *pipeline) roundLocked() {
 // processor. It returns whether a batch has failed now, and whether any
 // batch was published and any lease changed.
 func (p *pipeline) syncRound(round []*batch, poisoned, park bool) (stillPoisoned, published, leases bool) {
+	if ol, ok := p.env.log.(outcomeLog); ok {
+		return p.syncOutcomes(ol, round, poisoned, park)
+	}
 	var upTo uint64
 	records := 0
 	for _, b := range round {
@@ -344,6 +362,51 @@ func (p *pipeline) syncRound(round []*batch, poisoned, park bool) (stillPoisoned
 			p.env.publish(b)
 			leases = leases || b.leases
 			published = true
+		}
+		b.answer()
+	}
+	return poisoned, published, leases
+}
+
+// syncOutcomes is syncRound on a log that judges each batch on its own:
+// every batch's answer is its own outcome. An op admission refused after
+// an earlier batch failed was judged against state that may never commit,
+// so it answers NotApplied (retried by the caller) rather than its
+// refusal.
+func (p *pipeline) syncOutcomes(ol outcomeLog, round []*batch, poisoned, park bool) (stillPoisoned, published, leases bool) {
+	var upTo uint64
+	records := 0
+	for _, b := range round {
+		if b.err == nil && len(b.recs) > 0 {
+			upTo = max(upTo, b.last)
+			records += len(b.recs)
+		}
+	}
+	if upTo > 0 {
+		start := monoNow()
+		_ = ol.Sync(upTo, park) // the outcomes carry every failure
+		p.env.metrics.synced(monoNow()-start, records)
+	}
+	for _, b := range round {
+		before := poisoned
+		switch {
+		case b.err != nil:
+			poisoned = true
+		case len(b.recs) > 0:
+			if err := ol.Outcome(b.last); err != nil {
+				b.err, poisoned = err, true
+				break
+			}
+			p.env.publish(b)
+			leases = leases || b.leases
+			published = true
+		}
+		if before && b.err == nil {
+			for _, o := range b.ops {
+				if o.err != nil {
+					o.res, o.err = Entry{}, ol.NotApplied()
+				}
+			}
 		}
 		b.answer()
 	}

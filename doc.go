@@ -157,6 +157,20 @@
 // and operator stats (stats.go). Each file's tests are in the test file of
 // its stem; commit_internal_test.go runs the pipeline on a fake log.
 //
+// # Cluster mode
+//
+// OpenCluster opens the same *Store as one node of a raft group (package
+// replica; cluster.go, fsm.go): the leader admits as above and proposes
+// each group-commit batch as one raft entry of journal frames instead of
+// writing the journal; every node's state machine checks the records as
+// replay does and publishes them to its view and watches; followers
+// forward writes to the leader and read linearizably through its read
+// index (StaleOK reads locally); only the leader expires leases. The rules
+// of time, leases and outcomes, and how a test builds a cluster in one
+// process, are in replica's package comment. Settings-backed namespaces
+// and Restore are refused in cluster mode; Checkpoint takes a raft
+// snapshot.
+//
 // # Invariants
 //
 // Each names the code that keeps it and the tests that pin it

@@ -31,6 +31,18 @@ import (
 // a stored document that breaks this build's rules is a *DocumentError
 // inside it, see "Stored documents" in the package comment).
 func Open(opts Options) (*Store, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := open(s); err != nil {
+		return nil, s.openFailed(err)
+	}
+	return s, nil
+}
+
+// newStore checks opts and returns the store they describe, not yet open.
+func newStore(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, newErr(InvalidArgument, "Dir", "the store directory must be set")
 	}
@@ -52,19 +64,22 @@ func Open(opts Options) (*Store, error) {
 	if s.chk, err = recovery.NewChecker(limits, s.schemas); err != nil {
 		return nil, wrapErr(InvalidArgument, "Limits", err)
 	}
-	if err := open(s); err != nil {
-		if s.jnl != nil {
-			s.jnl.Close()
-		}
-		s.settings.close()
-		s.lock.Release()
-		msg := fmt.Sprintf("open %s: %v", s.root, err)
-		if de := (*recovery.DocumentError)(nil); errors.As(err, &de) {
-			msg += "; " + recovery.MigrationHint
-		}
-		return nil, &Error{Code: Unavailable, Field: "store", Message: msg, Err: err}
-	}
 	return s, nil
+}
+
+// openFailed releases what a failed open left in s and returns the
+// failure as Open answers it.
+func (s *Store) openFailed(err error) error {
+	if s.jnl != nil {
+		s.jnl.Close()
+	}
+	s.settings.close()
+	s.lock.Release()
+	msg := fmt.Sprintf("open %s: %v", s.root, err)
+	if de := (*recovery.DocumentError)(nil); errors.As(err, &de) {
+		msg += "; " + recovery.MigrationHint
+	}
+	return &Error{Code: Unavailable, Field: "store", Message: msg, Err: err}
 }
 
 // open fills s in from its files, in the order the package comment of this
@@ -103,7 +118,7 @@ func open(s *Store) error {
 		return err
 	}
 	s.openReport.Checkpoint, s.openReport.Replayed = st.Checkpoint, st.Replayed
-	adm := assemble(s, st)
+	adm := assemble(s, st, nil)
 	// Purge overdue leases before anything is served, exactly as if they
 	// had lapsed while running.
 	if s.openReport.Expired, err = purgeOverdue(s.pipe, adm, jnl, st.View); err != nil {
@@ -139,15 +154,14 @@ func open(s *Store) error {
 // the journal's home publishing st.View, the pipeline committing to the
 // journal on top of it, the checkpointer and the expiry loop. It returns
 // the journal's admission.
-func assemble(s *Store, st *recovery.State) *admission {
-	s.home = &journalBackend{index: s.jnl.LastIndex()}
+func assemble(s *Store, st *recovery.State, cl *clusterNode) *admission {
+	s.home = &journalBackend{index: s.jnl.LastIndex(), cluster: cl}
 	s.home.view.Store(st.View)
 	s.ckpt = &checkpointer{root: s.root, fs: disk.FS{Faults: s.opts.Faults}, jnl: s.jnl, home: s.home, clock: s.clock, log: s.log, metrics: s.metrics,
 		every: s.opts.CheckpointBytes, unloadable: map[string]bool{}}
 	for _, path := range st.Unloadable {
 		s.ckpt.unloadable[path] = true
 	}
-	s.leases = newExpirer(s.clock, s.home.published, s.home.expire)
 	// The settings-backed namespaces, once opened, are the journal's other
 	// home.
 	adm := &admission{limits: s.limits, clock: s.clock, reserve: s.jnl.CheckReserve, others: func() quota.Usage {
@@ -156,13 +170,25 @@ func assemble(s *Store, st *recovery.State) *admission {
 		}
 		return usageOf(s.settings)
 	}}
+	var log commitLog = journalLog{s.jnl}
+	publish := s.home.publish
+	expire := s.home.expire
+	if cl != nil {
+		// The state machine publishes every committed entry on every node,
+		// the leader's own included; the leader stamps the time and only it
+		// expires leases.
+		s.home.index = 0
+		log, publish, adm.stamp, adm.reserve = cl.log, func(*batch) {}, cl.stamp, nil
+		expire = cl.expireIfLeader
+	}
+	s.leases = newExpirer(s.clock, s.home.published, expire)
 	s.pipe = newPipeline(commitEnv{
-		log:       journalLog{s.jnl},
+		log:       log,
 		admit:     adm.admitAll,
-		publish:   s.home.publish,
+		publish:   publish,
 		published: s.home.snapshot,
 		afterRound: func(published, leases bool) {
-			if published {
+			if published && cl == nil {
 				s.ckpt.maybe()
 			}
 			if leases {

@@ -45,7 +45,7 @@ func (c *chanSink) Deliver(m watch.Message) error {
 }
 
 // next returns the next message, failing the test if none arrives.
-func (c *chanSink) next(t *testing.T) watch.Message {
+func (c *chanSink) next(t testing.TB) watch.Message {
 	t.Helper()
 	select {
 	case m := <-c.ch:
@@ -56,7 +56,7 @@ func (c *chanSink) next(t *testing.T) watch.Message {
 	}
 }
 
-func (c *chanSink) nextUpdate(t *testing.T) *watch.Update {
+func (c *chanSink) nextUpdate(t testing.TB) *watch.Update {
 	t.Helper()
 	for {
 		switch m := c.next(t).(type) {

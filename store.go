@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
@@ -63,6 +66,9 @@ type Store struct {
 
 	openReport OpenReport
 	metrics    *metrics
+
+	// cluster is set for a store opened with OpenCluster.
+	cluster *clusterNode
 }
 
 // homeOf is the home of namespace.
@@ -128,6 +134,10 @@ func (s *Store) Close() error {
 		return s.errClosed()
 	}
 	s.leases.stop()
+	if s.cluster != nil {
+		// The state machine stops applying before the watches end.
+		s.cluster.shutdown()
+	}
 	// Background checkpoints were started while the store was open; let
 	// them finish, then keep an explicit Checkpoint out until the files
 	// are closed: any that starts later sees shut and refuses.
@@ -208,12 +218,19 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 		return Entry{}, err
 	}
 	home := s.homeOf(namespace)
-	for {
+	if s.cluster != nil && !isStale(ctx) {
+		if err := s.cluster.linearize(ctx); err != nil {
+			return Entry{}, err
+		}
+	}
+	for expired := false; ; expired = true {
 		e, ok := home.published().Get(namespace, key)
 		if !ok {
 			return Entry{}, newErr(NotFound, "key", "%q not found in namespace %q", key, namespace)
 		}
-		if e.ExpiresMs == 0 || s.clock.Now().UnixMilli() < e.ExpiresMs {
+		// In a cluster the leader's clock rules: once it has been asked to
+		// expire, an entry it kept is still alive.
+		if e.ExpiresMs == 0 || s.clock.Now().UnixMilli() < e.ExpiresMs || (expired && s.cluster != nil) {
 			return copyEntry(e), nil
 		}
 		// Due but not yet expired by the pipeline: have it commit the
@@ -249,8 +266,24 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, 
 	if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
 		return Entry{}, schemaErr(err)
 	}
-	return s.homeOf(req.Namespace).commit(&op{kind: opPut, owner: p.ID, ns: req.Namespace, key: req.Key, schema: req.Schema,
-		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl})
+	o := &op{kind: opPut, owner: p.ID, ns: req.Namespace, key: req.Key, schema: req.Schema,
+		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl}
+	if s.cluster != nil {
+		want, set := req.Expect.Revision()
+		return s.cluster.write(ctx, s.localCommit(o), &fwdRequest{Verb: verbPut, Principal: fwdPrincipalOf(p), Namespace: req.Namespace,
+			Key: req.Key, Schema: req.Schema, Document: req.Document, ExpectSet: set, ExpectRev: want, TTLMs: req.TTL.Milliseconds()})
+	}
+	return s.homeOf(req.Namespace).commit(o)
+}
+
+// localCommit commits a fresh copy of o here on each call: a cluster
+// retries an op raft did not apply.
+func (s *Store) localCommit(o *op) func() (Entry, error) {
+	return func() (Entry, error) {
+		c := *o
+		c.res, c.err, c.done = Entry{}, nil, nil
+		return s.home.commit(&c)
+	}
 }
 
 // Delete removes the entry and returns the namespace revision the deletion
@@ -260,7 +293,14 @@ func (s *Store) Delete(ctx context.Context, p Principal, req DeleteRequest) (_ u
 	if err := s.checkCall(ctx, p, req.Namespace, req.Key, accessWrite); err != nil {
 		return 0, err
 	}
-	e, err := s.homeOf(req.Namespace).commit(&op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect})
+	o := &op{kind: opDelete, ns: req.Namespace, key: req.Key, expect: req.Expect}
+	if s.cluster != nil {
+		want, set := req.Expect.Revision()
+		e, err := s.cluster.write(ctx, s.localCommit(o), &fwdRequest{Verb: verbDelete, Principal: fwdPrincipalOf(p), Namespace: req.Namespace,
+			Key: req.Key, ExpectSet: set, ExpectRev: want})
+		return e.Revision, err
+	}
+	e, err := s.homeOf(req.Namespace).commit(o)
 	return e.Revision, err
 }
 
@@ -300,8 +340,21 @@ func (s *Store) Watch(ctx context.Context, ss *Session, req WatchRequest) (res W
 	if err := authorize(ss.Principal(), req.Namespace, accessRead); err != nil {
 		return WatchResult{}, err
 	}
+	if s.cluster != nil {
+		if err := s.cluster.linearize(ctx); err != nil {
+			return WatchResult{}, err
+		}
+	}
+	tried := false
 	err = s.homeOf(req.Namespace).atCommitPoint(func(v *materialize.View) (bool, error) {
-		snap, due := capture(v, req, s.limits, s.clock.Now().UnixMilli())
+		now := s.clock.Now().UnixMilli()
+		if tried && s.cluster != nil {
+			// The leader was asked to expire and kept what it kept: its
+			// clock rules, so nothing it left is due here.
+			now = math.MinInt64
+		}
+		tried = true
+		snap, due := capture(v, req, s.limits, now)
 		if due {
 			return true, nil
 		}
@@ -380,7 +433,20 @@ func (s *Store) CloseWatches(reason watch.Reason) (int, error) {
 // Close has begun it answers UNAVAILABLE and touches no file: another
 // handle may own the directory by then. Close waits for a Checkpoint
 // already under way before it releases the LOCK.
-func (s *Store) Checkpoint() error { return s.ckpt.now(s.checkOpen) }
+// In cluster mode it takes a raft snapshot (a checkpoint image of the
+// applied state) instead, which lets raft compact its log.
+func (s *Store) Checkpoint() error {
+	if s.cluster != nil {
+		if err := s.checkOpen(); err != nil {
+			return err
+		}
+		if err := s.cluster.node.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return wrapErr(Storage, "raft snapshot", err)
+		}
+		return nil
+	}
+	return s.ckpt.now(s.checkOpen)
+}
 
 // Backup writes one file to w: a checkpoint image of the store at one
 // commit point, taken while the store keeps serving reads, writes and
@@ -413,6 +479,9 @@ func (s *Store) Backup(w io.Writer) error {
 func (s *Store) Restore(r io.Reader) error {
 	if err := s.checkOpen(); err != nil {
 		return err
+	}
+	if s.cluster != nil {
+		return newErr(Unavailable, "restore", "a replicated restore is not built yet: Restore is refused in cluster mode")
 	}
 	v, err := decodeBackup(s.chk, r, s.settings)
 	if err != nil {

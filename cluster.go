@@ -1,0 +1,588 @@
+package statestore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/keeppeek/statestore/internal/disk"
+	"github.com/keeppeek/statestore/internal/recovery"
+	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/replica"
+	"github.com/keeppeek/statestore/watch"
+)
+
+// Cluster mode: the same *Store over a raft group (package replica). The
+// leader admits every write exactly as a single store does, against its
+// pending view; one raft entry carries one group-commit batch of journal
+// record frames; every node's state machine (fsm.go) checks each record as
+// replay does and publishes it to its own view and watches. Followers
+// forward writes to the leader and wait for their own state to catch up
+// before they answer, and serve linearizable reads through the leader's
+// read index. Only the leader expires leases.
+
+// Peer is one member of a cluster's initial configuration.
+type Peer struct {
+	ID       string // unique forever: a wiped node rejoins under a new ID
+	RaftAddr string // its raft address
+	RPCAddr  string // its address for forwarded writes and read indexes
+}
+
+// ClusterOptions configure OpenCluster.
+type ClusterOptions struct {
+	// NodeID is this node's ID; it must be among Peers.
+	NodeID string
+	// RaftAddr and RPCAddr are this node's listening addresses (host:port),
+	// as Peers lists them.
+	RaftAddr string
+	RPCAddr  string
+	// Peers is the initial configuration, identical on every node: a node
+	// with no raft state bootstraps it once. Every node forwards to the
+	// RPC addresses listed here (and those its own AddVoter added), so a
+	// member added later should be listed in the Peers of every node that
+	// restarts after it joined.
+	Peers []Peer
+	// Join starts a node that is not in the initial configuration (Peers
+	// then lists the members it knows, itself included): it never
+	// bootstraps and waits for the leader's Cluster().AddVoter.
+	Join bool
+	// TLS, when set, carries raft and forwarded traffic over mutual TLS.
+	// Without it the peer ports trust their network: a forwarded call names
+	// its principal (the server's own included), so anyone who reaches
+	// RPCAddr can write as anyone. Use it wherever the peers are not on
+	// loopback.
+	TLS *tls.Config
+
+	// Timeouts; zero fields take replica's defaults (300 ms heartbeat and
+	// election, 150 ms leader lease, 2 ms commit).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold is how many entries may follow the last raft
+	// snapshot before another; 0 is raft's default.
+	SnapshotThreshold uint64
+	// TrailingLogs is how many entries a raft snapshot leaves in the log;
+	// 0 is raft's default (10,240).
+	TrailingLogs uint64
+
+	// LogStore and StableStore hold the raft log and its votes; nil means
+	// raft.InmemStore (nothing survives a restart, and then the snapshots
+	// are kept in memory too). SnapshotStore nil means raft's
+	// FileSnapshotStore in Dir/state-store/raft-snapshots with a durable
+	// LogStore, in memory otherwise.
+	LogStore      raft.LogStore
+	StableStore   raft.StableStore
+	SnapshotStore raft.SnapshotStore
+
+	// Transport is a test hook: an in-memory raft transport
+	// (replica.InmemNetwork). nil means TCP on RaftAddr.
+	Transport raft.Transport
+	// Loopback is a test hook: forwarded calls go through it in process,
+	// and no RPC listener is opened. nil means TCP on RPCAddr.
+	Loopback *replica.Loopback
+}
+
+// Member is one server of a cluster's configuration.
+type Member = replica.Member
+
+// OpenCluster opens the store in opts.Dir/state-store as one node of a
+// raft cluster. The *Store serves every call as Open's does, on any node.
+// Settings-backed namespaces (Options.Settings) are refused: config.toml
+// belongs to one machine. Restore is refused until a replicated restore
+// exists; Checkpoint takes a raft snapshot.
+func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
+	if opts.Settings != "" {
+		return nil, newErr(InvalidArgument, "Settings", "settings-backed namespaces live in one server's config.toml and are refused in cluster mode")
+	}
+	if co.RPCAddr == "" {
+		return nil, newErr(InvalidArgument, "RPCAddr", "a cluster node needs an address for forwarded calls")
+	}
+	rpcs := map[string]string{}
+	for i, p := range co.Peers {
+		if p.RPCAddr == "" {
+			return nil, newErr(InvalidArgument, fmt.Sprintf("Peers[%d].RPCAddr", i), "peer %q has no RPC address", p.ID)
+		}
+		rpcs[p.ID] = p.RPCAddr
+	}
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &clusterNode{s: s, rpcs: rpcs, self: co.NodeID, quit: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	if err := openCluster(s, c, co); err != nil {
+		c.shutdown()
+		return nil, s.openFailed(err)
+	}
+	return s, nil
+}
+
+// openCluster is open for a cluster node: the LOCK, an empty view that
+// raft fills (its snapshot, then its log), the pipeline proposing to raft.
+func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
+	if err := os.MkdirAll(s.root, 0o755); err != nil {
+		return err
+	}
+	lock, err := disk.LockFile(filepath.Join(s.root, "LOCK"))
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	// The store's own journal stays empty in cluster mode (raft's log
+	// holds the records); it is open so the journal's statistics and
+	// Close behave as in a single store.
+	if s.jnl, _, err = journal.Open(filepath.Join(s.root, "journal"), journal.Options{
+		Limits: s.chk.JournalLimits(), NoPrewrite: true, ReserveBytes: -1, NoSync: s.opts.NoSync, Faults: s.opts.Faults,
+	}); err != nil {
+		return err
+	}
+	c.fsm = &fsm{s: s, changed: make(chan struct{})}
+	c.log = &raftLog{c: c, futures: map[uint64]raft.ApplyFuture{}, outcomes: map[uint64]error{}}
+	s.cluster = c
+	assemble(s, &recovery.State{View: materialize.New()}, c)
+	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
+	s.home.watches = s.watches
+
+	cfg := replica.Config{NodeID: co.NodeID, Addr: co.RaftAddr, TLS: co.TLS, Join: co.Join,
+		HeartbeatTimeout: co.HeartbeatTimeout, ElectionTimeout: co.ElectionTimeout, LeaderLeaseTimeout: co.LeaderLeaseTimeout,
+		CommitTimeout: co.CommitTimeout, SnapshotThreshold: co.SnapshotThreshold, TrailingLogs: co.TrailingLogs,
+		LogStore: co.LogStore, StableStore: co.StableStore, SnapshotStore: co.SnapshotStore, Transport: co.Transport}
+	for _, p := range co.Peers {
+		if !co.Join || p.ID != co.NodeID {
+			cfg.Peers = append(cfg.Peers, replica.Peer{ID: p.ID, Addr: p.RaftAddr})
+		}
+	}
+	if co.Join {
+		cfg.Peers = append(cfg.Peers, replica.Peer{ID: co.NodeID, Addr: co.RaftAddr})
+	}
+	if cfg.SnapshotStore == nil && cfg.LogStore != nil {
+		cfg.SnapshotDir = filepath.Join(s.root, "raft-snapshots")
+	}
+	if co.Loopback != nil {
+		c.caller = co.Loopback
+		co.Loopback.Register(co.RPCAddr, c.handle)
+		c.unregister = func() { co.Loopback.Register(co.RPCAddr, nil) }
+	} else {
+		srv, err := replica.ServeRPC(co.RPCAddr, co.TLS, c.handle)
+		if err != nil {
+			return err
+		}
+		c.caller = &replica.TCPCaller{TLS: co.TLS}
+		c.unregister = func() { srv.Close() }
+	}
+	if c.node, err = replica.Start(cfg, c.fsm); err != nil {
+		var ce *replica.ConfigError
+		if errors.As(err, &ce) {
+			return wrapErr(InvalidArgument, ce.Field, err)
+		}
+		return err
+	}
+	c.wait = 2 * c.node.ElectionTimeout()
+	s.pipe.start()
+	go s.leases.run()
+	go c.leaderLoop()
+	go c.awaitReady()
+	return nil
+}
+
+// clusterNode is a store's side of its raft node.
+type clusterNode struct {
+	s          *Store
+	node       *replica.Node
+	fsm        *fsm
+	log        *raftLog
+	self       string
+	rpcMu      sync.Mutex
+	rpcs       map[string]string // node ID -> RPC address
+	caller     replica.Caller
+	unregister func()
+	wait       time.Duration // how long a call waits for a leader: two election timeouts
+
+	// leading is set once this node leads and its term's Barrier has
+	// applied everything before it and its pending view was rebuilt; term
+	// is that term.
+	leading atomic.Bool
+	term    atomic.Uint64
+	// lastStamp is the latest time a batch was stamped with here.
+	lastStamp atomic.Int64
+
+	quit     chan struct{}
+	done     chan struct{}
+	ready    chan struct{}
+	stopOnce sync.Once
+}
+
+// leaderReady reports whether this node may admit writes now.
+func (c *clusterNode) leaderReady() bool {
+	return c.leading.Load() && c.node.Raft().State() == raft.Leader && c.node.Raft().CurrentTerm() == c.term.Load()
+}
+
+// leaderLoop follows leadership: on gaining it, it waits for the term's
+// Barrier (so the state machine holds every committed entry), rebuilds
+// the pipeline's pending view from the applied state, purges the leases
+// that lapsed meanwhile, and only then admits writes.
+func (c *clusterNode) leaderLoop() {
+	defer close(c.done)
+	r := c.node.Raft()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case leader := <-r.LeaderCh():
+			c.leading.Store(false)
+			if !leader {
+				continue
+			}
+			if !c.takeOver() {
+				return
+			}
+		}
+	}
+}
+
+// takeOver makes this new leader ready to admit: its Barrier, the pending
+// view rebuilt, the overdue leases purged. A step that fails while this
+// node still leads the same term (an enqueue timeout under load) is tried
+// again, since raft signals leadership once per term. It returns false
+// once the store closes.
+func (c *clusterNode) takeOver() bool {
+	r := c.node.Raft()
+	term := r.CurrentTerm()
+	for r.State() == raft.Leader && r.CurrentTerm() == term {
+		select {
+		case <-c.quit:
+			return false
+		default:
+		}
+		if err := r.Barrier(c.wait).Error(); err != nil {
+			continue
+		}
+		// Nothing is admitted while leading is false; exclusive waits for
+		// what an earlier term left in flight and rebuilds pending.
+		if err := c.s.pipe.exclusive(func() error { return nil }); err != nil {
+			return false
+		}
+		// Overdue leases first, as Open does, before any write.
+		if _, err := c.s.pipe.submit(&op{kind: opExpire}); err != nil {
+			if c.s.pipe.isClosed() {
+				return false
+			}
+			continue
+		}
+		c.term.Store(term)
+		c.leading.Store(true)
+		c.s.leases.poke()
+		return true
+	}
+	return true
+}
+
+// awaitReady closes ready once a leader is known and this node's state has
+// caught up with the leader's read index.
+func (c *clusterNode) awaitReady() {
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-c.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := c.linearize(ctx)
+		cancel()
+		if err == nil {
+			close(c.ready)
+			return
+		}
+		select {
+		case <-c.quit:
+			return
+		default:
+		}
+	}
+}
+
+// stamp is the leader's time for the next batch: its clock, never below
+// the time of the last applied record or of an earlier batch.
+func (c *clusterNode) stamp() int64 {
+	now := c.s.clock.Now().UnixMilli()
+	for {
+		last := max(c.lastStamp.Load(), c.fsm.lastTime())
+		if now < last {
+			now = last
+		}
+		if cur := c.lastStamp.Load(); cur <= now && c.lastStamp.CompareAndSwap(cur, now) {
+			return now
+		}
+	}
+}
+
+// errNotApplied marks an answer given for a batch raft never applied
+// (this node was not the leader, or the entry was refused): the call may
+// be retried, at the leader.
+var errNotApplied = errors.New("not applied")
+
+// retryable reports whether err says the op was applied nowhere.
+func retryable(err error) bool { return errors.Is(err, errNotApplied) }
+
+func notApplied(format string, args ...any) *Error {
+	return &Error{Code: Unavailable, Field: "leader", Message: "not applied: " + fmt.Sprintf(format, args...), Err: errNotApplied}
+}
+
+// noLeader is UNAVAILABLE after two election timeouts without a leader
+// able to take the call.
+func (c *clusterNode) noLeader(what string) error {
+	id, _ := c.node.Leader()
+	if id == "" {
+		return newErr(Unavailable, "leader", "no leader within %v for %s (none known)", c.wait, what)
+	}
+	return newErr(Unavailable, "leader", "no leader within %v for %s (last known leader %q)", c.wait, what, id)
+}
+
+// retryPause is how long a call waits before it looks for the leader
+// again.
+const retryPause = 10 * time.Millisecond
+
+// pause waits retryPause, or returns ctx's error.
+func (c *clusterNode) pause(ctx context.Context) error {
+	t := time.NewTimer(retryPause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return wrapErr(Unavailable, "context", ctx.Err())
+	case <-c.quit:
+		return c.s.errClosed()
+	case <-t.C:
+		return nil
+	}
+}
+
+type forwardedKey struct{}
+
+// isForwarded reports whether ctx is a call a follower forwarded here:
+// it is served here or not at all, never forwarded again.
+func isForwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) != nil }
+
+// write runs a mutation: local at the leader; forwarded otherwise, and
+// then answered once this node has applied it. A call nobody could take
+// for two election timeouts is UNAVAILABLE naming the leader if known.
+func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), req *fwdRequest) (Entry, error) {
+	deadline := time.Now().Add(c.wait)
+	for {
+		if c.leaderReady() {
+			e, err := local()
+			if !retryable(err) {
+				return e, err
+			}
+		} else if id, _ := c.node.Leader(); id != "" && id != c.self && !isForwarded(ctx) {
+			resp, sent, err := c.forward(ctx, id, req)
+			switch {
+			case err != nil && sent:
+				return Entry{}, err
+			case err == nil && !retryable(resp.err()):
+				// A write answers at once: a linearizable read here waits
+				// for the leader's read index, which covers it, so only an
+				// expiry (which Get re-reads locally right after) waits.
+				if req.Verb == verbExpire {
+					if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
+						return Entry{}, werr
+					}
+				}
+				return resp.entry(), resp.err()
+			}
+		}
+		if time.Now().After(deadline) {
+			return Entry{}, c.noLeader(req.Verb)
+		}
+		if err := c.pause(ctx); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
+// expire commits the EXPIRE of every lease due at the leader's clock.
+func (c *clusterNode) expire() error {
+	_, err := c.write(context.Background(), func() (Entry, error) { return c.s.home.pipe.submit(&op{kind: opExpire}) }, &fwdRequest{Verb: verbExpire})
+	return err
+}
+
+// expireIfLeader is the expiry loop's commit: only the leader expires.
+// Elsewhere it answers a STORAGE-coded refusal, which makes the loop try
+// again later (a follower whose leader does not expire a lease it sees due
+// keeps serving it, as the leader's clock rules).
+func (c *clusterNode) expireIfLeader() error {
+	if c.s.shut.Load() {
+		return c.s.errClosed()
+	}
+	if !c.leaderReady() {
+		return newErr(Storage, "leader", "only the leader expires leases")
+	}
+	_, err := c.s.home.pipe.submit(&op{kind: opExpire})
+	return err
+}
+
+// linearize returns once this node's state holds every write acknowledged
+// before the call (the leader's read index).
+func (c *clusterNode) linearize(ctx context.Context) error {
+	deadline := time.Now().Add(c.wait)
+	for {
+		if c.leaderReady() {
+			if idx, err := c.localReadIndex(); err == nil {
+				return c.waitApplied(ctx, idx)
+			}
+		} else if id, _ := c.node.Leader(); id != "" && id != c.self && !isForwarded(ctx) {
+			resp, _, err := c.forward(ctx, id, &fwdRequest{Verb: verbReadIndex})
+			if err == nil && resp.Err == nil {
+				return c.waitApplied(ctx, resp.Index)
+			}
+		}
+		if time.Now().After(deadline) {
+			return c.noLeader("a linearizable read")
+		}
+		if err := c.pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// localReadIndex is the leader's read index: the state it has applied
+// (everything it acknowledged, and by its Barrier everything earlier
+// leaders did), once VerifyLeader confirms no newer leader existed.
+func (c *clusterNode) localReadIndex() (uint64, error) {
+	term := c.term.Load()
+	idx := c.fsm.appliedIndex()
+	if err := c.node.Raft().VerifyLeader().Error(); err != nil {
+		return 0, notApplied("leadership not verified: %v", err)
+	}
+	if !c.leaderReady() || c.node.Raft().CurrentTerm() != term {
+		return 0, notApplied("leadership changed during the read")
+	}
+	return idx, nil
+}
+
+// waitApplied waits until this node's state machine has applied idx.
+func (c *clusterNode) waitApplied(ctx context.Context, idx uint64) error {
+	t := time.NewTimer(c.wait)
+	defer t.Stop()
+	for {
+		applied, ch := c.fsm.progress()
+		if applied >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return wrapErr(Unavailable, "context", ctx.Err())
+		case <-c.quit:
+			return c.s.errClosed()
+		case <-t.C:
+			return newErr(Unavailable, "applied_index", "this node applied index %d, not %d, within %v", applied, idx, c.wait)
+		}
+	}
+}
+
+// shutdown stops raft and the node's goroutines; safe on a node that
+// did not finish starting.
+func (c *clusterNode) shutdown() error {
+	var err error
+	c.stopOnce.Do(func() {
+		if c.node != nil && c.leaderReady() {
+			// Hand leadership on first: a transfer stalls writes for
+			// milliseconds where an election takes two timeouts.
+			c.leading.Store(false)
+			_ = c.node.TransferLeadership("")
+		}
+		close(c.quit)
+		if c.node != nil {
+			err = c.node.Shutdown()
+			<-c.done
+		}
+		if c.unregister != nil {
+			c.unregister()
+		}
+	})
+	return err
+}
+
+// Cluster is a store's cluster membership and leadership, for a store
+// opened with OpenCluster.
+type Cluster struct{ c *clusterNode }
+
+// Cluster returns the store's cluster, nil for a store opened with Open.
+func (s *Store) Cluster() *Cluster {
+	if s.cluster == nil {
+		return nil
+	}
+	return &Cluster{c: s.cluster}
+}
+
+// Leader returns the leader's ID and raft address, "" when none is known.
+func (cl *Cluster) Leader() (id, addr string) { return cl.c.node.Leader() }
+
+// IsLeader reports whether this node leads and admits writes.
+func (cl *Cluster) IsLeader() bool { return cl.c.leaderReady() }
+
+// NodeID is this node's ID.
+func (cl *Cluster) NodeID() string { return cl.c.self }
+
+// AppliedIndex is the raft index of the last entry this node's state
+// machine applied.
+func (cl *Cluster) AppliedIndex() uint64 { return cl.c.fsm.appliedIndex() }
+
+// Members returns the current configuration.
+func (cl *Cluster) Members() ([]Member, error) { return cl.c.node.Members() }
+
+// AddVoter adds a voter (at the leader). Its RPC address is known to this
+// node from here on; the other nodes learn it from their own Peers.
+func (cl *Cluster) AddVoter(p Peer) error {
+	if p.ID == "" || p.RaftAddr == "" || p.RPCAddr == "" {
+		return newErr(InvalidArgument, "peer", "a voter needs an ID, a raft address and an RPC address")
+	}
+	if err := cl.c.node.AddVoter(p.ID, p.RaftAddr, cl.c.wait); err != nil {
+		return wrapErr(Unavailable, "leader", err)
+	}
+	cl.c.rpcMu.Lock()
+	cl.c.rpcs[p.ID] = p.RPCAddr
+	cl.c.rpcMu.Unlock()
+	return nil
+}
+
+// RemoveServer removes a server from the configuration (at the leader).
+func (cl *Cluster) RemoveServer(id string) error {
+	if err := cl.c.node.RemoveServer(id, cl.c.wait); err != nil {
+		return wrapErr(Unavailable, "leader", err)
+	}
+	return nil
+}
+
+// TransferLeadership hands leadership to id ("" : the most caught-up
+// follower). Only the leader can.
+func (cl *Cluster) TransferLeadership(id string) error {
+	if err := cl.c.node.TransferLeadership(id); err != nil {
+		return wrapErr(Unavailable, "leader", err)
+	}
+	return nil
+}
+
+// Ready is closed once a leader is known and this node's state has caught
+// up with the leader's read index.
+func (cl *Cluster) Ready() <-chan struct{} { return cl.c.ready }
+
+type staleKey struct{}
+
+// StaleOK returns a context under which Get serves this node's applied
+// state without asking the leader for its read index: faster, and possibly
+// behind writes acknowledged elsewhere.
+func StaleOK(ctx context.Context) context.Context { return context.WithValue(ctx, staleKey{}, true) }
+
+func isStale(ctx context.Context) bool { return ctx.Value(staleKey{}) != nil }

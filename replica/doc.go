@@ -1,0 +1,116 @@
+// Package replica is the raft wiring of the store's cluster mode
+// (statestore.OpenCluster): hashicorp/raft's configuration with the
+// store's timeouts, the transports (TCP, over mutual TLS when configured,
+// or in memory for tests), the stores, the bootstrap of a fresh cluster,
+// membership and leadership calls (Node), and a small request/answer
+// channel for the store's own peer calls, forwarded writes and read
+// indexes (RPCServer, TCPCaller, Loopback). It knows nothing of the
+// store: the root package is the state machine and says what the calls
+// carry.
+//
+// # How the cluster works
+//
+// The leader admits every write as a single store does (policy, schema,
+// quota, compare-and-set against its pending view), so a refused write
+// never reaches the log. One raft entry carries one group-commit batch of
+// the store's CRC-framed journal records. Every node's state machine
+// checks each record with the replay checks (recovery.Checker) and
+// publishes it to its own view and watches; the leader answers only after
+// its own state machine applied the entry. A new leader waits for its
+// Barrier, rebuilds its pending view from the applied state and expires
+// overdue leases before it admits anything. A follower forwards a write,
+// with its principal, to the leader and relays the answer at once (it
+// would pay the follower's commit lag, a CommitTimeout, to wait for its
+// own apply); Get and Watch are linearizable on every node (the leader's
+// read index, which covers every acknowledged write, then the local state
+// machine), so a follower's next read sees its write. statestore.StaleOK
+// reads the local state, which may not hold the caller's own write yet. Outcomes: no leader for two
+// election timeouts is UNAVAILABLE naming the leader if known; a batch
+// whose leader lost leadership before it was known committed is
+// UNAVAILABLE with field "commit" (the outcome is unknown); a failure of
+// the leader's log is STORAGE.
+//
+// # Time and leases
+//
+// The leader stamps each batch with its clock, never below the time of
+// the last applied record, and no state machine reads a clock. Only the
+// leader expires leases, as journaled EXPIREs after its Barrier; a new
+// leader first purges the leases that lapsed, as Open does. No lease is
+// extended on failover: etcd's reset to the full TTL keeps leases alive
+// forever under repeated elections. The lease helper renews at a third of
+// the TTL, which leaves two thirds as failover slack: 6.7 s at a 10 s TTL,
+// against 0.6-0.7 s measured per leader kill at the default 300 ms
+// timeouts and 13-26 ms per leadership transfer. A longer failover
+// expires the lease, as a restart does. A follower that sees a lease due
+// by its own clock asks the leader to expire; if the leader keeps it, the
+// follower serves it (the leader's clock rules).
+//
+// # Building a cluster in a test
+//
+// Three nodes in one process, as the root package's cluster tests do
+// (newTestCluster in cluster_test.go):
+//
+//	net, lb := replica.NewInmemNetwork(), replica.NewLoopback()
+//	clk := clock.NewFake(start) // one fake clock shared by every node
+//	peers := []statestore.Peer{
+//		{ID: "n1", RaftAddr: "raft-n1", RPCAddr: "rpc-n1"}, // any unique names
+//		{ID: "n2", RaftAddr: "raft-n2", RPCAddr: "rpc-n2"},
+//		{ID: "n3", RaftAddr: "raft-n3", RPCAddr: "rpc-n3"},
+//	}
+//	for _, p := range peers {
+//		s, err := statestore.OpenCluster(statestore.Options{Dir: t.TempDir(), Clock: clk},
+//			statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: peers,
+//				Transport: net.Transport(p.RaftAddr), Loopback: lb})
+//		// ...
+//	}
+//	<-s.Cluster().Ready() // on each node: a leader known, the local state caught up
+//
+// Then any node serves every call; s.Cluster().IsLeader() finds the
+// leader, Close on it fails it over, and InmemNetwork.Isolate and Heal cut
+// and restore a node's links. The log and stable stores default to
+// raft.InmemStore (ClusterOptions.LogStore and StableStore take the
+// journal-backed ones). Raft runs on real time (its timeouts), the store
+// on the fake clock: advancing the clock expires leases at the leader.
+// Over TCP, leave Transport and Loopback nil and give 127.0.0.1 addresses
+// (TestClusterOverTCP).
+//
+// # Invariants
+//
+//  1. A write is acknowledged only after raft committed its batch and the
+//     leader's own state machine applied it; an op raft did not apply
+//     (not the leader, refused) is retried at the leader for up to two
+//     election timeouts, and one whose outcome is unknown is never
+//     answered as a success.
+//     Code: statestore.raftLog, statestore.raftOutcome, statestore.clusterNode.write,
+//     statestore.pipeline.syncOutcomes.
+//     Tests: statestore.TestClusterWritesAtLeaderAndFollowerVisibleEverywhere,
+//     statestore.TestClusterLeaderLossKeepsAcknowledgedWrites.
+//  2. Every node applies the same entries with the same checks to the same
+//     state, reading no clock, so their views at one index are the same
+//     bytes; an entry that fails a check is refused whole on every node.
+//     Code: statestore.fsm.Apply, statestore.decodeEntry, statestore.encodeEntry.
+//     Tests: statestore.TestClusterImagesAreByteIdentical, statestore.TestEntryCodec,
+//     statestore.TestFSMRefusesABadEntryOnEveryNode.
+//  3. A new leader admits nothing before its Barrier applied every earlier
+//     entry, its pending view was rebuilt from the applied state and its
+//     overdue leases were purged.
+//     Code: statestore.clusterNode.leaderLoop, statestore.clusterNode.takeOver,
+//     statestore.clusterNode.leaderReady.
+//     Tests: statestore.TestClusterLeaderLossKeepsAcknowledgedWrites,
+//     statestore.TestClusterCompareAndSet.
+//  4. Only the leader expires leases, once each, at its clock; a follower's
+//     watch sees each update once, in order.
+//     Code: statestore.clusterNode.expireIfLeader, statestore.clusterNode.stamp.
+//     Tests: statestore.TestClusterLeasesExpireOnceAtTheLeader,
+//     statestore.TestClusterFollowerWatchSeesEveryUpdateOnceInOrder.
+//  5. A Get and a Watch wait until this node applied the leader's read
+//     index, so no node answers older than an acknowledged write.
+//     Code: statestore.clusterNode.linearize, statestore.clusterNode.localReadIndex,
+//     statestore.clusterNode.waitApplied.
+//     Tests: statestore.TestClusterWritesAtLeaderAndFollowerVisibleEverywhere.
+//  6. A peer call that failed before it was sent may be retried; one that
+//     failed after is an unknown outcome. Messages are bounded both ways.
+//     Raft and peer calls run over TLS when configured.
+//     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, ServeRPC.
+//     Tests: TestRPCOverTCP, TestRPCBounds, statestore.TestClusterOverTCP.
+package replica
