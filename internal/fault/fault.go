@@ -33,7 +33,8 @@
 //     Tests: TestHooksSetWhileRunning.
 //  4. StallNextSync holds exactly one sync, the next to run, until its
 //     release, so a test keeps a write in flight without a timed wait.
-//     Code: Hooks.StallNextSync. Tests: TestStallNextSync.
+//     Code: Hooks.StallNextSync.
+//     Tests: TestStallNextSync.
 package fault
 
 import (
