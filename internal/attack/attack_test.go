@@ -14,16 +14,21 @@ import (
 var scaleFlag = flag.String("attack.scale", "", `the attacks' scale: "small" (the default, for CI) or "full" (issue 31's sizes); KP_ATTACK_SCALE=full too`)
 
 func scale(t *testing.T) attack.Scale {
+	var sc attack.Scale
 	switch *scaleFlag {
 	case "":
-		return attack.ScaleFromEnv()
+		sc = attack.ScaleFromEnv()
 	case "small":
-		return attack.Small
+		sc = attack.Small
 	case "full":
-		return attack.Full
+		sc = attack.Full
+	default:
+		t.Fatalf("-attack.scale %q: want small or full", *scaleFlag)
 	}
-	t.Fatalf("-attack.scale %q: want small or full", *scaleFlag)
-	return attack.Scale{}
+	if raceEnabled {
+		sc.Memory = false
+	}
+	return sc
 }
 
 // run runs one attack and fails the test on any unexpected answer or a

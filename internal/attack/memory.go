@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +21,9 @@ import (
 func configureStalled(c *Config, sc Scale) {
 	c.MaxQueuedBytes = sc.MaxQueuedBytes
 	c.SendBuffer = sc.SendBuffer
+	if sc.Memory {
+		c.MemoryLimit = sc.MemoryLimit
+	}
 	c.MaxSessionsPerPrincipal = sc.StalledSessions + 1
 }
 
@@ -50,6 +54,10 @@ func stalledSessions(ctx context.Context, e *Env) error {
 	var before map[string]int64
 	if sc.Memory {
 		runtime.GC()
+		// An earlier attack's peak must not stand for this one's.
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			return fmt.Errorf("resetting VmHWM: %w", err)
+		}
 		var err error
 		if before, err = procStatus("VmRSS", "VmHWM"); err != nil {
 			return err
@@ -139,8 +147,12 @@ func stalledSessions(ctx context.Context, e *Env) error {
 		if err != nil {
 			return err
 		}
-		e.Record("VmHWM", "%s before, %s after (both ends in one process; VmRSS %s to %s)", mb(before["VmHWM"]), mb(after["VmHWM"]),
-			mb(before["VmRSS"]), mb(after["VmRSS"]))
+		grew := after["VmHWM"] - before["VmRSS"]
+		e.Record("VmHWM", "%s (VmRSS %s before the attack: %s more; both ends in one process, memory limit %s)", mb(after["VmHWM"]),
+			mb(before["VmRSS"]), mb(grew), mb(sc.MemoryLimit))
+		if grew > sc.MaxQueuedBytes+sc.MemoryHeadroom {
+			return fmt.Errorf("resident memory peaked %d bytes over its start, more than the %d-byte budget plus %d", grew, sc.MaxQueuedBytes, sc.MemoryHeadroom)
+		}
 	}
 	// Now session 0 reads: among what was queued, its watch's closure.
 	for {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -70,6 +71,12 @@ type Config struct {
 	Limits quota.Limits
 	// AllowedHosts is kpstate's allowed_hosts.
 	AllowedHosts []string
+	// MemoryLimit, when positive, is the Go runtime's soft memory limit
+	// while the server runs (kpstate's [server] memory_limit): the
+	// collector then does not let the heap reach twice what is live. It is
+	// the process's: set it in one attack at a time (the tests are not
+	// parallel).
+	MemoryLimit int64
 	// SendBuffer, when positive, is every accepted connection's SO_SNDBUF:
 	// the kernel then takes a few kilobytes of a stalled peer's answers
 	// instead of its autotuned megabytes, so the process's own queue
@@ -99,6 +106,9 @@ type Server struct {
 	tokens map[string]string
 	http   *http.Server
 	served chan error
+	// memLimit is the limit before MemoryLimit's, restored by Close; -1
+	// when none was set.
+	memLimit int64
 }
 
 // Start opens a store in cfg.Dir and serves it on 127.0.0.1 at a free port.
@@ -116,7 +126,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Faults: &fault.Hooks{}, Config: cfg, tokens: map[string]string{}, served: make(chan error, 1)}
+	s := &Server{Faults: &fault.Hooks{}, Config: cfg, tokens: map[string]string{}, served: make(chan error, 1), memLimit: -1}
 	var entries []wstransport.TokenPrincipal
 	for _, p := range principals {
 		tok := newToken()
@@ -163,6 +173,9 @@ func Start(cfg Config) (*Server, error) {
 	s.URL = "ws://" + s.Addr
 	s.WSURL = s.URL + client.WebSocketPath
 	s.http = &http.Server{Handler: hosts.Handler(mux), ReadHeaderTimeout: min(cfg.IdleTimeout, 10*time.Second), IdleTimeout: cfg.IdleTimeout}
+	if cfg.MemoryLimit > 0 {
+		s.memLimit = debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
 	go func() { s.served <- s.http.Serve(s.Conns.Listen(ln, true)) }()
 	return s, nil
 }
@@ -225,6 +238,9 @@ func (s *Server) Close() error {
 	}
 	if serr := <-s.served; !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, net.ErrClosed) {
 		err = errors.Join(err, serr)
+	}
+	if s.memLimit >= 0 {
+		debug.SetMemoryLimit(s.memLimit)
 	}
 	return errors.Join(err, s.Store.Close())
 }
