@@ -19,12 +19,10 @@ import (
 
 var updatePayloads = flag.Bool("update-payloads", false, "rewrite testdata/payload from testdoc.Issue31Fixtures")
 
-// intent, jsonOf and chunks are testdoc's, named as the tables below
-// read them.
+// intent and jsonOf are testdoc's, named as the tables below read them.
 var (
 	intent = testdoc.Intent
 	jsonOf = testdoc.JSON
-	chunks = testdoc.Chunks
 )
 
 // TestPayloadFixturesGenerated keeps testdata/payload what
