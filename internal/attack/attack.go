@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/keeppeek/statestore"
 )
 
 // Scale sizes the attacks that open many connections or sessions: Small
@@ -150,6 +152,7 @@ func Run(ctx context.Context, a Attack, dir string, sc Scale) (Result, error) {
 		return res, fmt.Errorf("before the attack: %w", err)
 	}
 	by.Mark()
+	syncs := s.Store.Stats().SyncLatency
 	e := &Env{S: s, Scale: sc, By: by}
 	runErr := a.Run(ctx, e)
 	res.During = by.Mark()
@@ -168,7 +171,7 @@ func Run(ctx context.Context, a Attack, dir string, sc Scale) (Result, error) {
 			errs = append(errs, fmt.Errorf("%s the attack: %w", w.when, w.w.Err))
 		}
 		if w.w.Max > LivenessBound {
-			errs = append(errs, &LivenessError{When: w.when, Max: w.w.Max})
+			errs = append(errs, &LivenessError{When: w.when, Max: w.w.Max, SlowSyncs: slowSyncs(syncs, s.Store.Stats().SyncLatency)})
 		}
 	}
 	if afterErr != nil {
@@ -181,11 +184,35 @@ func Run(ctx context.Context, a Attack, dir string, sc Scale) (Result, error) {
 type LivenessError struct {
 	When string
 	Max  time.Duration
+	// SlowSyncs counts the journal's fdatasyncs of slowSync or more since
+	// the attack began: a bystander's compare-and-set waits for one, so
+	// these say the disk, not the attack, may have held it.
+	SlowSyncs uint64
 }
 
-// Error names the wait and the bound.
+// Error names the wait, the bound and the slow syncs.
 func (e *LivenessError) Error() string {
-	return fmt.Sprintf("%s the attack the bystander waited %v for an answer, over the %v liveness bound", e.When, e.Max, LivenessBound)
+	return fmt.Sprintf("%s the attack the bystander waited %v for an answer, over the %v liveness bound (%d journal fdatasyncs of %v or more meanwhile)",
+		e.When, e.Max, LivenessBound, e.SlowSyncs, slowSync)
+}
+
+// slowSync is a journal fdatasync LivenessError counts.
+const slowSync = 250 * time.Millisecond
+
+// slowSyncs counts the observations of at least slowSync in after that
+// before did not have (histogram buckets wholly at or above it).
+func slowSyncs(before, after statestore.Histogram) uint64 {
+	var n uint64
+	for i := range after.Counts {
+		if i == 0 || after.Bounds[i-1] < int64(slowSync) {
+			continue
+		}
+		n += after.Counts[i]
+		if i < len(before.Counts) {
+			n -= before.Counts[i]
+		}
+	}
+	return n
 }
 
 // The attacks, in the order of issue 31's list, then the attacks that

@@ -34,15 +34,44 @@ func scale(t *testing.T) attack.Scale {
 // run runs one attack and fails the test on any unexpected answer or a
 // bystander past the liveness bound. The attack tests are not parallel:
 // the bystander's waits are the measure, and another attack's load would
-// be blamed on this one.
+// be blamed on this one. A liveness failure alone is tried once more on a
+// fresh server: CI's two shared cores, under the race detector and beside
+// other packages' tests, can hold one answer (or one fdatasync) for a
+// second now and then, while an attack that stalls the bystander does so
+// every time.
 func run(t *testing.T, a attack.Attack) {
 	sc := scale(t)
-	res, err := attack.Run(context.Background(), a, t.TempDir(), sc)
-	t.Logf("%s scale: %s", sc.Name, res)
-	if err != nil {
-		t.Fatal(err)
+	for try := 1; ; try++ {
+		res, err := attack.Run(context.Background(), a, t.TempDir(), sc)
+		t.Logf("%s scale: %s", sc.Name, res)
+		var le *attack.LivenessError
+		if err != nil && try == 1 && onlyLiveness(err) && errors.As(err, &le) {
+			t.Logf("try %d: %v; once more", try, err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 }
+
+// onlyLiveness reports whether every error joined in err is a
+// LivenessError.
+func onlyLiveness(err error) bool {
+	var le *attack.LivenessError
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !errors.As(e, &le) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.As(err, &le)
+}
+
+// The attacks, one test each: doc.go's invariants name them.
 
 func TestIdleConnectionsAreClosed(t *testing.T)    { run(t, attack.IdleConnections) }
 func TestConnectionAndSessionCaps(t *testing.T)    { run(t, attack.Caps) }

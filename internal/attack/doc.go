@@ -24,7 +24,11 @@
 //
 // An attack's figures (connections held, closing times, bytes queued at
 // most, the resident set at the full scale) are in Result and in the
-// tests' log.
+// tests' log. An attack whose only failure is the liveness bound is tried
+// once more on a fresh server by the tests: two shared cores under the race
+// detector, beside other packages' tests, can hold one answer or one
+// fdatasync (LivenessError counts those) for a second now and then, while
+// an attack that stalls the bystander does so every time.
 //
 // # Invariants
 //

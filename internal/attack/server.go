@@ -186,6 +186,8 @@ type sendBufferListener struct {
 	n int
 }
 
+// Accept accepts a connection with the buffer set; one the kernel refuses
+// it for is closed, so no connection escapes the setting.
 func (l sendBufferListener) Accept() (net.Conn, error) {
 	c, err := l.AcceptTCP()
 	if err != nil {
