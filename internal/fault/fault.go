@@ -31,9 +31,16 @@
 //     it is free of data races: each seam is one atomic pointer.
 //     Code: slot.set, slot.run.
 //     Tests: TestHooksSetWhileRunning.
+//  4. StallNextSync holds exactly one sync, the next to run, until its
+//     release, so a test keeps a write in flight without a timed wait.
+//     Code: Hooks.StallNextSync.
+//     Tests: TestStallNextSync.
 package fault
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // SyncHook is consulted with the path being synced; a non-nil error fails
 // that sync as if the disk had returned it.
@@ -104,4 +111,23 @@ func (h *Hooks) DiskSync(path string) error {
 		return nil
 	}
 	return h.diskSync.run(path)
+}
+
+// StallNextSync makes the next journal fdatasync block until release is
+// called, and returns a channel closed once that sync has begun: a test
+// holds a write in flight (its answer not yet due) without a timed wait.
+// Only one sync stalls; later ones run the hook installed before. Call
+// both release and restore when done (release is idempotent); restore
+// puts the previous hook back.
+func (h *Hooks) StallNextSync() (entered <-chan struct{}, release, restore func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	restore = h.SetSync(func(string) error {
+		once.Do(func() {
+			close(in)
+			<-out
+		})
+		return nil
+	})
+	return in, func() { released.Do(func() { close(out) }) }, restore
 }

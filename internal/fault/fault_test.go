@@ -120,3 +120,33 @@ func TestHooksSetWhileRunning(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestStallNextSync: the first sync after the call blocks until release,
+// the next one does not, and restore puts the earlier hook back.
+func TestStallNextSync(t *testing.T) {
+	t.Parallel()
+	h := &Hooks{}
+	boom := errors.New("boom")
+	h.SetSync(func(string) error { return boom })
+	entered, release, restore := h.StallNextSync()
+	done := make(chan error, 1)
+	go func() { done <- h.Sync("a") }()
+	<-entered
+	select {
+	case err := <-done:
+		t.Fatalf("the stalled sync returned %v before release", err)
+	default:
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the stalled sync returned %v, want nil", err)
+	}
+	if err := h.Sync("b"); err != nil {
+		t.Fatalf("a later sync returned %v, want nil (no second stall)", err)
+	}
+	release()
+	restore()
+	if err := h.Sync("c"); !errors.Is(err, boom) {
+		t.Fatalf("after restore Sync returned %v, want the earlier hook's error", err)
+	}
+}

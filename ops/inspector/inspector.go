@@ -125,6 +125,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Transport returns the WebSocket handler (its Sessions count, for one).
 func (s *Server) Transport() *wstransport.Handler { return s.ws }
 
+// Dispatcher returns the dispatcher the sessions are served by (its
+// QueuedBytes, for one: what an attack on memory is measured against).
+func (s *Server) Dispatcher() *dispatch.Server { return s.dsp }
+
 // Close ends every WebSocket session and refuses new ones.
 func (s *Server) Close() error { return s.ws.Close() }
 

@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -31,22 +30,12 @@ func openFaultyStore(t *testing.T, clk clock.Clock) (*statestore.Store, *fault.H
 // that sync has begun.
 func stallNextSync(t *testing.T, faults *fault.Hooks) (entered <-chan struct{}, release func()) {
 	t.Helper()
-	in, out := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	restore := faults.SetSync(func(string) error {
-		once.Do(func() {
-			close(in)
-			<-out
-		})
-		return nil
-	})
-	var released sync.Once
-	release = func() { released.Do(func() { close(out) }) }
+	entered, release, restore := faults.StallNextSync()
 	t.Cleanup(func() {
 		release()
 		restore()
 	})
-	return in, release
+	return entered, release
 }
 
 // TestRequestsAnsweredWhileAPutWaitsForSync holds a PutState in its

@@ -1,7 +1,6 @@
 package wstransport_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keeppeek/statestore/internal/attack"
 
 	"github.com/coder/websocket"
 
@@ -36,21 +37,26 @@ func budgetServer(t *testing.T, max int, h http.Handler) (*wstransport.ConnBudge
 	return b, ln.Addr().String()
 }
 
-// getOn sends one GET on c and returns the response.
-func getOn(t *testing.T, c net.Conn, r *bufio.Reader) *http.Response {
+// getOn makes one GET / on c (kept alive) and returns the answer,
+// failing the test when none comes.
+func getOn(t *testing.T, c *attack.RawConn) attack.Response {
 	t.Helper()
-	c.SetDeadline(time.Now().Add(hangGuard))
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(r, nil)
+	resp, err := c.Request("/", "127.0.0.1", http.Header{})
 	if err != nil {
 		t.Fatalf("no answer: %v", err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Header.Set("X-Body", string(body))
 	return resp
+}
+
+// dialRaw opens a raw connection to addr, closed at the test's end.
+func dialRaw(t *testing.T, addr string) *attack.RawConn {
+	t.Helper()
+	c, err := attack.DialRaw(ctx, addr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestConnBudgetRefusesOverTheCap: connections up to the cap are served and
@@ -59,37 +65,28 @@ func getOn(t *testing.T, c net.Conn, r *bufio.Reader) *http.Response {
 func TestConnBudgetRefusesOverTheCap(t *testing.T) {
 	t.Parallel()
 	b, addr := budgetServer(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	var held []net.Conn
+	var held []*attack.RawConn
 	for i := range 2 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if resp := getOn(t, c, bufio.NewReader(c)); resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d under the cap: HTTP %d", i, resp.StatusCode)
+		c := dialRaw(t, addr)
+		if resp := getOn(t, c); resp.Status != http.StatusOK {
+			t.Fatalf("connection %d under the cap: HTTP %d", i, resp.Status)
 		}
 		held = append(held, c)
 	}
 	if n := b.Active(); n != 2 {
 		t.Fatalf("Active = %d with two idle keep-alive connections", n)
 	}
-	over, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer over.Close()
-	resp := getOn(t, over, bufio.NewReader(over))
-	if body := resp.Header.Get("X-Body"); resp.StatusCode != http.StatusServiceUnavailable ||
-		!strings.Contains(body, "test.max_connections") || !strings.Contains(body, "2 connections") {
-		t.Fatalf("over the cap: HTTP %d %q, want 503 naming test.max_connections and its value", resp.StatusCode, body)
+	over := dialRaw(t, addr)
+	resp := getOn(t, over)
+	if resp.Status != http.StatusServiceUnavailable ||
+		!strings.Contains(resp.Body, "test.max_connections") || !strings.Contains(resp.Body, "2 connections") {
+		t.Fatalf("over the cap: HTTP %d %q, want 503 naming test.max_connections and its value", resp.Status, resp.Body)
 	}
 	if b.Refused() != 1 {
 		t.Errorf("Refused = %d", b.Refused())
 	}
 	// The refused connection is closed by the server once answered.
-	over.SetReadDeadline(time.Now().Add(hangGuard))
-	if _, err := over.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+	if err := over.AwaitEOF(hangGuard); err != nil {
 		t.Errorf("the refused connection was not closed: %v", err)
 	}
 	held[0].Close()
@@ -102,13 +99,8 @@ func TestConnBudgetRefusesOverTheCap(t *testing.T) {
 		// the guard.
 		<-time.After(5 * time.Millisecond)
 	}
-	again, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	if resp := getOn(t, again, bufio.NewReader(again)); resp.StatusCode != http.StatusOK {
-		t.Fatalf("after a close: HTTP %d, want room again", resp.StatusCode)
+	if resp := getOn(t, dialRaw(t, addr)); resp.Status != http.StatusOK {
+		t.Fatalf("after a close: HTTP %d, want room again", resp.Status)
 	}
 }
 
@@ -211,22 +203,13 @@ func TestSessionLimitBodyNamesTheBound(t *testing.T) {
 // rawUpgrade opens a TCP connection to the env's server and makes the
 // WebSocket handshake by hand, so a test can then send bytes no client
 // library would.
-func rawUpgrade(t *testing.T, e *env) (net.Conn, *bufio.Reader) {
+func rawUpgrade(t *testing.T, e *env) *attack.RawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
+	c := dialRaw(t, strings.TrimPrefix(e.srv.URL, "http://"))
+	if err := c.Upgrade("127.0.0.1", attack.UpgradeHeader(token)); err != nil {
+		t.Fatalf("handshake: %v", err)
 	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(hangGuard))
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer "+token+"\r\n\r\n")
-	r := bufio.NewReader(c)
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("handshake: %v %v", resp, err)
-	}
-	return c, r
+	return c
 }
 
 // TestAMessageThatStopsMidwayEndsTheSession: a frame header announcing
@@ -237,9 +220,8 @@ func TestAMessageThatStopsMidwayEndsTheSession(t *testing.T) {
 	t.Parallel()
 	const timeout = 200 * time.Millisecond
 	e := newEnv(t, envOptions{transport: wstransport.Options{MessageTimeout: timeout}})
-	c, r := rawUpgrade(t, e)
-	// FIN, binary; masked, 64-bit length 2^62; the mask key; no payload.
-	header := []byte{0x82, 0x80 | 127, 0x40, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}
+	c := rawUpgrade(t, e)
+	header, _ := attack.FrameHeader(attack.OpBinary, 1<<62)
 	if _, err := c.Write(header); err != nil {
 		t.Fatal(err)
 	}
@@ -252,13 +234,9 @@ func TestAMessageThatStopsMidwayEndsTheSession(t *testing.T) {
 	if d := time.Since(sent); d < timeout {
 		t.Errorf("ended %v after the header, before the %v bound", d, timeout)
 	}
-	if _, err := io.Copy(io.Discard, r); err != nil && !isClosed(err) {
+	if err := c.AwaitEOF(hangGuard); err != nil {
 		t.Errorf("the connection was not closed: %v", err)
 	}
-}
-
-func isClosed(err error) bool {
-	return errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset")
 }
 
 // TestIdleSessionIsClosedGoingAway: over WebSocket, a session the
