@@ -398,7 +398,7 @@ func documentSeeds(tb testing.TB) map[string][]any {
 		seeds[fmt.Sprintf("testdoc-%d-7", size)] = []any{testdoc.MediaIntent(size, 7)}
 	}
 	for _, kind := range []string{"accept", "reject"} {
-		paths, err := filepath.Glob(filepath.Join("..", "schema", "testdata", kind, "*.json"))
+		paths, err := filepath.Glob(filepath.Join("..", "..", "schema", "testdata", kind, "*.json"))
 		if err != nil || len(paths) == 0 {
 			tb.Fatalf("schema fixtures: %v %v", paths, err)
 		}
