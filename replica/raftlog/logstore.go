@@ -26,6 +26,12 @@ type Options struct {
 	// means DefaultMaxEntryBytes. An entry over it is refused by
 	// StoreLogs, and a frame over it on disk is damage.
 	MaxEntryBytes int
+	// WaitInSyscall makes StoreLogs wait in fdatasync(2) itself
+	// (journal.Sync) instead of parking on an io_uring completion
+	// (journal.SyncParked, the default): a node's raft loop shares two
+	// processors with its FSM, transport and clients, and a goroutine
+	// parked on the disk holds none of them.
+	WaitInSyscall bool
 	// NoPrewrite, DirectSync and Faults are the journal's options of the
 	// same names (for measurements and tests).
 	NoPrewrite bool
@@ -83,6 +89,7 @@ type LogStore struct {
 	j       *journal.Journal
 	dir     string
 	maxData int
+	direct  bool // Options.WaitInSyscall
 	cut     *journal.TailCut
 	staged  uint64 // StageCommitIndex's, persisted by the next StoreLogs
 	commit  uint64 // the persisted commit floor (see the package doc)
@@ -124,7 +131,7 @@ func Open(dir string, opts Options) (*LogStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
 	}
-	s := &LogStore{j: j, dir: dir, maxData: opts.MaxEntryBytes, cut: cut}
+	s := &LogStore{j: j, dir: dir, maxData: opts.MaxEntryBytes, direct: opts.WaitInSyscall, cut: cut}
 	first, last := j.FirstIndex(), j.LastIndex()
 	var lastCommit uint64
 	err = j.Replay(first, func(index uint64, rec *journal.Record) error {
@@ -219,7 +226,7 @@ func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
 func (s *LogStore) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Log{log}) }
 
 // StoreLogs stores logs as one journal batch: one write, one fdatasync
-// (journal.Write, then Sync). The entries must be consecutive and follow
+// (journal.Write, then SyncParked or Sync). The entries must be consecutive and follow
 // LastIndex (any index when the log is empty: raft deletes everything
 // after a snapshot install). Each entry carries the commit index staged
 // before the call, so the one sync persists it too. Nothing of a refused
@@ -276,8 +283,10 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		recs[i].Raft = &ents[i]
 	}
 	_, err := s.j.Write(recs, start)
-	if err == nil {
+	if err == nil && s.direct {
 		err = s.j.Sync(start + uint64(len(logs)) - 1)
+	} else if err == nil {
+		err = s.j.SyncParked(start + uint64(len(logs)) - 1)
 	}
 	// Drop the references to raft's buffers either way.
 	for i := range ents {
