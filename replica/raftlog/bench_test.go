@@ -28,10 +28,57 @@ const benchEntryBytes = 2300
 // framing, the checks and the journal's bookkeeping cost.
 func BenchmarkStoreLogs(b *testing.B) {
 	for _, batch := range []int{1, 64} {
-		b.Run(fmt.Sprintf("batch=%d/raftlog", batch), func(b *testing.B) { benchRaftlog(b, batch, Options{}) })
-		b.Run(fmt.Sprintf("batch=%d/raftlog-syscall", batch), func(b *testing.B) { benchRaftlog(b, batch, Options{WaitInSyscall: true}) })
-		b.Run(fmt.Sprintf("batch=%d/raftlog-noprewrite", batch), func(b *testing.B) { benchRaftlog(b, batch, Options{NoPrewrite: true}) })
-		b.Run(fmt.Sprintf("batch=%d/tidwall", batch), func(b *testing.B) { benchTidwall(b, batch) })
+		for _, v := range []struct {
+			name string
+			step func(testing.TB, int) (func(), func())
+		}{
+			{"raftlog", raftlogStep(Options{})},
+			{"raftlog-syscall", raftlogStep(Options{WaitInSyscall: true})},
+			{"raftlog-noprewrite", raftlogStep(Options{NoPrewrite: true})},
+			{"tidwall", tidwallStep},
+		} {
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, v.name), func(b *testing.B) {
+				step, done := v.step(b, batch)
+				defer done()
+				b.SetBytes(int64(batch * benchEntryBytes))
+				b.ResetTimer()
+				for range b.N {
+					step()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkStoreLogsAlternating runs a raftlog StoreLogs and the bare
+// tidwall/wal append of the same bytes in turn, in the same iteration (the
+// order swapped each time), so a shared disk's drift hits both alike; it
+// reports each side's mean and their ratio.
+func BenchmarkStoreLogsAlternating(b *testing.B) {
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			ours, doneOurs := raftlogStep(Options{})(b, batch)
+			defer doneOurs()
+			peer, donePeer := tidwallStep(b, batch)
+			defer donePeer()
+			var tOurs, tPeer time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				first, second, t1, t2 := ours, peer, &tOurs, &tPeer
+				if i%2 == 1 {
+					first, second, t1, t2 = peer, ours, &tPeer, &tOurs
+				}
+				t0 := time.Now()
+				first()
+				m := time.Now()
+				second()
+				*t1 += m.Sub(t0)
+				*t2 += time.Since(m)
+			}
+			b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "raftlog-ns/op")
+			b.ReportMetric(float64(tPeer.Nanoseconds())/float64(b.N), "tidwall-ns/op")
+			b.ReportMetric(float64(tOurs)/float64(tPeer), "raftlog/tidwall")
+		})
 	}
 }
 
@@ -44,41 +91,47 @@ func benchLogs(batch int, next uint64) []*raft.Log {
 	return logs
 }
 
-func benchRaftlog(b *testing.B, batch int, opts Options) {
-	s := openStore(b, filepath.Join(b.TempDir(), "raft"), opts)
-	defer s.Close()
-	logs := benchLogs(batch, 1)
-	b.SetBytes(int64(batch * benchEntryBytes))
-	b.ResetTimer()
-	for range b.N {
-		if err := s.StoreLogs(logs); err != nil {
-			b.Fatal(err)
+// raftlogStep returns a constructor of one StoreLogs of batch entries
+// on a fresh LogStore with opts, and its cleanup.
+func raftlogStep(opts Options) func(testing.TB, int) (func(), func()) {
+	return func(tb testing.TB, batch int) (func(), func()) {
+		s := openStore(tb, filepath.Join(tb.TempDir(), "raft"), opts)
+		logs := benchLogs(batch, 1)
+		calls := uint64(0)
+		step := func() {
+			if err := s.StoreLogs(logs); err != nil {
+				tb.Fatal(err)
+			}
+			calls++
+			for _, l := range logs {
+				l.Index += uint64(batch)
+			}
 		}
-		for _, l := range logs {
-			l.Index += uint64(batch)
+		done := func() {
+			if st := s.Stats(); st.Syncs > calls {
+				tb.Errorf("%d fdatasyncs for %d StoreLogs", st.Syncs, calls)
+			}
+			s.Close()
 		}
-	}
-	b.StopTimer()
-	if st := s.Stats(); st.Syncs > uint64(b.N) {
-		b.Fatalf("%d fdatasyncs for %d StoreLogs", st.Syncs, b.N)
+		return step, done
 	}
 }
 
-func benchTidwall(b *testing.B, batch int) {
-	dir := filepath.Join(b.TempDir(), "wal")
+// tidwallStep is the peer: tidwall/wal appending the frames raftlog
+// writes, then one fdatasync of its tail segment.
+func tidwallStep(tb testing.TB, batch int) (func(), func()) {
+	dir := filepath.Join(tb.TempDir(), "wal")
 	const segSize = journal.DefaultSegmentSize
 	l, err := wal.Open(dir, &wal.Options{NoSync: true, SegmentSize: segSize, LogFormat: wal.Binary, NoCopy: true})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
-	// The same frames raftlog writes.
 	frames := make([][]byte, batch)
 	for i, lg := range benchLogs(batch, 1) {
 		rec := &journal.Record{Kind: journal.KindRaft, Raft: &journal.RaftEntry{Term: lg.Term, Type: uint8(lg.Type),
 			AppendedAt: lg.AppendedAt, Data: lg.Data}}
 		if frames[i], err = rec.Encode(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	// Follow tidwall/wal's tail the way the journal does (tidwall.go): an
@@ -87,9 +140,7 @@ func benchTidwall(b *testing.B, batch int) {
 	var tail *os.File
 	var wb wal.Batch
 	next := uint64(1)
-	b.SetBytes(int64(batch * benchEntryBytes))
-	b.ResetTimer()
-	for range b.N {
+	step := func() {
 		wb.Clear()
 		for _, f := range frames {
 			wb.Write(next, f)
@@ -99,24 +150,28 @@ func benchTidwall(b *testing.B, batch int) {
 			next++
 		}
 		if err := l.WriteBatch(&wb); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-		if tail == nil || tail.Name() != filepath.Join(dir, fmt.Sprintf("%020d", tailStart)) {
+		name := filepath.Join(dir, fmt.Sprintf("%020d", tailStart))
+		if tail == nil || tail.Name() != name {
 			if tail != nil {
 				tail.Close()
 			}
-			if tail, err = os.Open(filepath.Join(dir, fmt.Sprintf("%020d", tailStart))); err != nil {
-				b.Fatal(err)
+			if tail, err = os.Open(name); err != nil {
+				tb.Fatal(err)
 			}
 		}
 		if err := unix.Fdatasync(int(tail.Fd())); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	b.StopTimer()
-	if tail != nil {
-		tail.Close()
+	done := func() {
+		if tail != nil {
+			tail.Close()
+		}
+		l.Close()
 	}
+	return step, done
 }
 
 func varintLen(x int) int {
