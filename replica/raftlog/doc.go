@@ -64,9 +64,11 @@
 //     TestSIGKILLLosesNothingAcknowledged.
 //  2. The log answers as raft.InmemStore does for every sequence raft can
 //     issue (StoreLog(s), GetLog, First/LastIndex, prefix, suffix and
-//     whole deletions, reopen), entries field by field.
+//     whole deletions, reopen), entries field by field, and GetLog reads
+//     concurrently with the changes.
 //     Code: LogStore.GetLog, LogStore.DeleteRange, LogStore.FirstIndex, LogStore.LastIndex.
-//     Tests: TestDifferentialAgainstInmemStore.
+//     Tests: TestDifferentialAgainstInmemStore, TestReadsDuringStores,
+//     TestRaftRunsOnTheStores.
 //  3. What raft's contract rules out is refused with a *RefusedError
 //     naming the index and changes nothing: a batch not continuing the
 //     log (ErrGap), a suffix deletion at or below the commit floor
@@ -76,10 +78,11 @@
 //     Tests: TestRefusals, journal.TestTruncateBackAndReset.
 //  4. A kill at any moment loses no acknowledged entry, and the log stays
 //     contiguous; damage anywhere but a torn, unacknowledged tail refuses
-//     the open naming the index and offset.
+//     the open naming the index and offset; a torn final entry is cut only
+//     above the commit floor.
 //     Code: Open, journal.Journal.Reset, journal.JudgeTail.
 //     Tests: TestSIGKILLLosesNothingAcknowledged, TestCorruptEntryBeforeTheTail,
-//     journal.TestResetMarkerFinishedByOpen.
+//     TestTornTailCutUnlessCommitted, journal.TestResetMarkerFinishedByOpen.
 //  5. The StableStore file is replaced whole, atomically and durably, on
 //     every Set; a file failing its checks is a *StableCorruptError, never
 //     an empty store (which would let the node vote twice in a term), and

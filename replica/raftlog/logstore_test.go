@@ -434,3 +434,131 @@ func TestOneFdatasyncPerStoreLogs(t *testing.T) {
 		})
 	}
 }
+
+// TestTornTailCutUnlessCommitted: a final entry cut short by a crash is
+// cut at Open (TailCut) when it lies above the commit floor, and refuses
+// the open, naming its index, when the floor says it was committed.
+func TestTornTailCutUnlessCommitted(t *testing.T) {
+	t.Parallel()
+	for _, committed := range []bool{false, true} {
+		t.Run(fmt.Sprint("committed=", committed), func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "raft")
+			s := openStore(t, dir, Options{NoPrewrite: true})
+			r := rand.New(rand.NewPCG(9, 10))
+			for i := uint64(1); i <= 10; i++ {
+				l := newLog(r, i, 1)
+				l.Data = make([]byte, 500)
+				if err := s.StoreLog(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if committed {
+				s.StageCommitIndex(10)
+				if err := s.StoreLog(&raft.Log{Index: 11, Term: 1, Data: make([]byte, 500)}); err != nil {
+					t.Fatal(err)
+				}
+				// Close raises the ACKNOWLEDGED marker to the floor, 10.
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			segs, _ := journal.ListSegments(dir)
+			tail := segs[len(segs)-1]
+			last := uint64(10)
+			if committed {
+				last = 11
+			}
+			// Cut 100 bytes off the last entry: what an interrupted write leaves.
+			if err := os.Truncate(tail.Path, tail.Size-100); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir, Options{NoPrewrite: true})
+			if !committed {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if cut := s.TailCut(); cut == nil || cut.Index != last {
+					t.Fatalf("TailCut %v, want the entry %d", cut, last)
+				}
+				if l, _ := s.LastIndex(); l != last-1 {
+					t.Fatalf("LastIndex %d after the cut", l)
+				}
+				return
+			}
+			// Entry 11 is above the floor (10): still a torn tail, cut.
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			// Now tear entry 10 too, at the floor: refused.
+			segs, _ = journal.ListSegments(dir)
+			tail = segs[len(segs)-1]
+			if err := os.Truncate(tail.Path, tail.Size-100); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(dir, Options{NoPrewrite: true})
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Index != 10 {
+				t.Fatalf("got %v, want a CorruptError at index 10", err)
+			}
+		})
+	}
+}
+
+// TestReadsDuringStores: raft's replication goroutines read while its
+// loop stores and deletes (run under -race).
+func TestReadsDuringStores(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, filepath.Join(t.TempDir(), "raft"), Options{SegmentSize: 32 << 10})
+	defer s.Close()
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := range 3 {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				first, _ := s.FirstIndex()
+				last, _ := s.LastIndex()
+				if last == 0 {
+					continue
+				}
+				i := first + r.Uint64N(last-first+1)
+				var l raft.Log
+				err := s.GetLog(i, &l)
+				if err == nil && string(l.Data) != string(entryData(i, l.Term)) {
+					err = fmt.Errorf("entry %d: other bytes", i)
+				}
+				if err != nil && !errors.Is(err, raft.ErrLogNotFound) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for i := uint64(1); i <= 400; i++ {
+		l := newLog(r, i, 1)
+		if err := s.StoreLog(l); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			if err := s.DeleteRange(1, i-50); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
