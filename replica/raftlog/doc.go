@@ -58,10 +58,12 @@
 //  1. An entry is acknowledged only once an fdatasync covered it, and a
 //     StoreLogs is one journal batch and one fdatasync: the commit index
 //     staged before it is written into its entries, never synced apart.
+//     A failed write or sync keeps nothing of its batch (the journal's
+//     cut-back).
 //     Code: LogStore.StoreLogs, LogStore.StageCommitIndex, journal.Journal.Write,
-//     journal.Journal.Sync.
+//     journal.Journal.SyncParked.
 //     Tests: TestOneFdatasyncPerStoreLogs, TestCommitIndexPersistedWithTheNextBatch,
-//     TestSIGKILLLosesNothingAcknowledged.
+//     TestSIGKILLLosesNothingAcknowledged, TestFailedSyncKeepsNothing.
 //  2. The log answers as raft.InmemStore does for every sequence raft can
 //     issue (StoreLog(s), GetLog, First/LastIndex, prefix, suffix and
 //     whole deletions, reopen), entries field by field, and GetLog reads

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -560,5 +561,49 @@ func TestReadsDuringStores(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFailedSyncKeepsNothing: a StoreLogs whose fdatasync fails returns
+// the error and keeps nothing of the batch, in memory or on disk; the
+// same indexes can be stored again.
+func TestFailedSyncKeepsNothing(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "raft")
+	h := &fault.Hooks{}
+	s := openStore(t, dir, Options{Faults: h})
+	r := rand.New(rand.NewPCG(13, 14))
+	if err := s.StoreLogs([]*raft.Log{newLog(r, 1, 1), newLog(r, 2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	restore := h.SetSync(func(string) error { return syscall.EIO })
+	if err := s.StoreLogs([]*raft.Log{newLog(r, 3, 1), newLog(r, 4, 1)}); !errors.Is(err, syscall.EIO) || !errors.Is(err, journal.ErrStorage) {
+		t.Fatalf("StoreLogs with a failing fdatasync: %v", err)
+	}
+	restore()
+	if l, _ := s.LastIndex(); l != 2 {
+		t.Fatalf("LastIndex %d after the failed batch", l)
+	}
+	var got raft.Log
+	if err := s.GetLog(3, &got); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("GetLog(3) after the failed batch: %v", err)
+	}
+	again := newLog(r, 3, 2)
+	if err := s.StoreLog(again); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir, Options{})
+	defer s.Close()
+	if l, _ := s.LastIndex(); l != 3 {
+		t.Fatalf("LastIndex %d after reopen", l)
+	}
+	if err := s.GetLog(3, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := sameLog(&got, again); err != nil {
+		t.Fatal(err)
 	}
 }
