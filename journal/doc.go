@@ -234,7 +234,9 @@
 //     Tests: TestFaultsStayWithTheirJournal.
 //  15. A raft log's operations (raftops.go, for replica/raftlog) keep every
 //     rule above: TruncateBack is the cut-back of invariant 12 to a chosen
-//     index, refused with a *FloorError when it would drop a record at or
+//     index, after removing the later segments newest first, each removal
+//     durable before the next (a crash leaves a longer journal, never a
+//     gap), refused with a *FloorError when it would drop a record at or
 //     below the floor; Reset writes its RESET marker durably before it
 //     removes a segment, so a crash leaves the old journal or the new one,
 //     never part of each; Read serves acknowledged records only, under
@@ -243,9 +245,9 @@
 //     the ACKNOWLEDGED marker itself (invariant 11): a raft log's
 //     acknowledged suffix above the commit index may still be cut, so the
 //     caller raises it (RaiseFloor) to the commit index.
-//     Code: Journal.TruncateBack, Journal.Reset, finishReset, Journal.Read,
-//     Journal.RaiseFloor, Options.ExternalFloor, FloorError.
-//     Tests: TestTruncateBackAndReset, TestResetMarkerFinishedByOpen,
+//     Code: Journal.TruncateBack, Journal.removeSegmentsAfter, Journal.Reset, finishReset,
+//     Journal.Read, Journal.RaiseFloor, Options.ExternalFloor, FloorError.
+//     Tests: TestTruncateBackAndReset, TestTruncateBackCrashLeavesNoGap, TestResetMarkerFinishedByOpen,
 //     TestExternalFloorNeverRaisedByTheJournal, TestRaftFrameFormat,
 //     TestRaftFrameRoundTrip, TestRaftFrameRejects.
 //

@@ -7,8 +7,11 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/keeppeek/statestore/internal/fault"
 )
 
 // raftLimits are the decoder bounds of a raft journal in these tests.
@@ -244,5 +247,42 @@ func TestExternalFloorNeverRaisedByTheJournal(t *testing.T) {
 	}
 	if fl, err := ReadFloor(dir); err != nil || fl.Index != 0 {
 		t.Fatalf("floor %v, %v: the journal raised it itself", fl, err)
+	}
+}
+
+// TestTruncateBackCrashLeavesNoGap: a TruncateBack interrupted after some
+// of its removals (a failing directory fsync stands for the crash) leaves
+// a contiguous journal ending at or after the cut, never a hole.
+func TestTruncateBackCrashLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "journal")
+	h := &fault.Hooks{}
+	j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRaft(t, j, 300)
+	segs, _ := ListSegments(dir)
+	if len(segs) < 6 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	calls := 0
+	h.SetDiskSync(func(string) error {
+		if calls++; calls == 3 {
+			return syscall.EIO
+		}
+		return nil
+	})
+	if err := j.TruncateBack(50); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("TruncateBack with the third directory fsync failing: %v", err)
+	}
+	// The crash: the directory as the failure left it, opened afresh.
+	j2 := openRaftJournal(t, dir)
+	defer j2.Close()
+	if last := j2.LastIndex(); last < 50 || last >= 300 {
+		t.Fatalf("journal ends at %d after an interrupted cut to 50", last)
+	}
+	if err := ReplayDir(dir, 1, j2.LastIndex(), raftLimits, func(uint64, *Record) error { return nil }); err != nil {
+		t.Fatalf("not contiguous: %v", err)
 	}
 }

@@ -89,9 +89,10 @@ func (j *Journal) Read(index uint64, dst []byte) ([]byte, error) {
 }
 
 // TruncateBack drops every record after last, durably, so the next Write
-// starts at last+1: a raft follower's conflicting suffix. It reuses the
-// cut-back a failed sync does (recoverLocked): files after the cut are
-// removed or cut, each cut fsynced, then the directory. It is refused with
+// starts at last+1: a raft follower's conflicting suffix. The segments
+// after the cut are removed newest first, each removal durable before the
+// next (so a crash leaves a longer journal, never a gap), then the cut-back
+// a failed sync does (recoverLocked) cuts the segment holding last, fsynced. It is refused with
 // a *FloorError when a dropped record lies at or below the floor, and with
 // a *RangeError when last is below FirstIndex()-1 (use Reset).
 func (j *Journal) TruncateBack(last uint64) error {
@@ -109,9 +110,40 @@ func (j *Journal) TruncateBack(last uint64) error {
 		return &FloorError{Op: "truncate back", Index: last + 1, Floor: j.floor}
 	}
 	j.last = min(j.last, last)
+	if err := j.removeSegmentsAfter(last); err != nil {
+		j.broken = err
+		return &StorageError{Op: "truncate back", Index: last + 1, Err: err}
+	}
 	if err := j.recoverLocked(); err != nil {
 		j.broken = err
 		return &StorageError{Op: "truncate back", Index: last + 1, Err: err}
+	}
+	return nil
+}
+
+// removeSegmentsAfter removes every segment starting after last+1, newest
+// first, each removal made durable (a directory fsync) before the next: a
+// crash part way leaves a journal that ends later than asked, contiguous,
+// never one with a gap below its tail. The wal handle is dropped first;
+// recoverLocked cuts the segment holding last and reopens it. wmu, mu and
+// rmMu are held.
+func (j *Journal) removeSegmentsAfter(last uint64) error {
+	j.closeSyncFileLocked()
+	if j.log != nil {
+		j.log.Close()
+		j.log = nil
+	}
+	segs, err := ListSegments(j.dir)
+	if err != nil {
+		return err
+	}
+	for i := len(segs) - 1; i >= 0 && segs[i].Start > last+1; i-- {
+		if err := os.Remove(segs[i].Path); err != nil {
+			return err
+		}
+		if err := j.fs.SyncDir(j.dir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
