@@ -46,9 +46,17 @@
 //	| end-4|   4  | CRC-32C (Castagnoli) of every byte before it    |
 //	+------+------+-------------------------------------------------+
 //
-// A DELETE or EXPIRE frame ends after the key. Journal indexes are dense,
-// starting at 1; a segment starting at index s holding n records is followed
-// by a segment starting at s+n.
+// A DELETE or EXPIRE frame ends after the key. Kind 4, RAFT, is a
+// hashicorp/raft log entry (replica/raftlog's journals only), with a layout
+// of its own after the version and kind bytes, drawn in raftframe.go: term,
+// staged commit index, appended-at seconds and nanoseconds, log type,
+// extensions and data lengths, then the extensions, the data and the same
+// CRC-32C. Limits.MaxRaftEntry 0 (DefaultLimits, the store's) refuses the
+// kind, so a store journal never reads one as data. Journal indexes are
+// dense, starting at 1 (or at the index CreateEmpty or Reset named); a
+// segment starting at index s holding n records is followed by a segment
+// starting at s+n. A RESET file (16 bytes, drawn in raftops.go) is a Reset
+// in progress, finished by Open.
 //
 // # Invariants
 //
@@ -224,6 +232,24 @@
 //     reserve; a journal never runs another journal's hooks.
 //     Code: Options.Faults, Journal.fs, syncFile, disk.FS.SyncDir.
 //     Tests: TestFaultsStayWithTheirJournal.
+//  15. A raft log's operations (raftops.go, for replica/raftlog) keep every
+//     rule above: TruncateBack is the cut-back of invariant 12 to a chosen
+//     index, after removing the later segments newest first, each removal
+//     durable before the next (a crash leaves a longer journal, never a
+//     gap), refused with a *FloorError when it would drop a record at or
+//     below the floor; Reset writes its RESET marker durably before it
+//     removes a segment, so a crash leaves the old journal or the new one,
+//     never part of each; Read serves acknowledged records only, under
+//     wmu (invariant 7 and tidwall.go: tidwall/wal is never used
+//     concurrently). With Options.ExternalFloor the journal never raises
+//     the ACKNOWLEDGED marker itself (invariant 11): a raft log's
+//     acknowledged suffix above the commit index may still be cut, so the
+//     caller raises it (RaiseFloor) to the commit index.
+//     Code: Journal.TruncateBack, Journal.removeSegmentsAfter, Journal.Reset, finishReset,
+//     Journal.Read, Journal.RaiseFloor, Options.ExternalFloor, FloorError.
+//     Tests: TestTruncateBackAndReset, TestTruncateBackCrashLeavesNoGap, TestResetMarkerFinishedByOpen,
+//     TestExternalFloorNeverRaisedByTheJournal, TestRaftFrameFormat,
+//     TestRaftFrameRoundTrip, TestRaftFrameRejects.
 //
 // # After a failed fsync
 //

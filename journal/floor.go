@@ -182,7 +182,7 @@ func (j *Journal) closeFloor(last uint64) error {
 	j.floorMu.Lock()
 	defer j.floorMu.Unlock()
 	var err error
-	if j.served {
+	if j.served && !j.opts.ExternalFloor {
 		err = j.marker.raise(last)
 	}
 	err = errors.Join(err, j.marker.close())

@@ -4,10 +4,11 @@ import (
 	"os"
 	"sync"
 
+	"github.com/tidwall/wal"
+
 	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
-	"github.com/tidwall/wal"
 )
 
 // DefaultSegmentSize keeps the tail segment, which tidwall/wal holds in
@@ -47,6 +48,13 @@ type Options struct {
 	// raises it with the ACKNOWLEDGED marker, refuses a journal that ends
 	// below it, and never cuts at or below it.
 	Floor Floor
+	// ExternalFloor hands the ACKNOWLEDGED marker to the caller: the
+	// journal never raises it on its own (MarkServed, Close, a new
+	// segment's first sync), only RaiseFloor and Reset change it. For a
+	// raft log, where an acknowledged record above the commit index may
+	// still be cut (TruncateBack), so the floor must be the commit index,
+	// not the last acknowledged record.
+	ExternalFloor bool
 	// ReserveBytes is the size of the reserve that keeps deletes and
 	// expiries possible on a full disk (see reserve.go); 0 means
 	// DefaultReserveBytes, negative keeps none.

@@ -41,6 +41,9 @@ func Open(dir string, opts Options) (*Journal, *TailCut, error) {
 	if err := finishTruncation(fsys, dir); err != nil {
 		return nil, nil, err
 	}
+	if err := finishReset(fsys, dir); err != nil {
+		return nil, nil, err
+	}
 	floor, err := LoadFloor(dir, opts.Floor)
 	if err != nil {
 		return nil, nil, err
@@ -77,6 +80,9 @@ func (j *Journal) MarkServed() error {
 	j.floorMu.Unlock()
 	if err := j.fillReserve(); err != nil {
 		return err
+	}
+	if j.opts.ExternalFloor {
+		return nil
 	}
 	return j.raiseFloor(j.LastIndex())
 }

@@ -17,6 +17,10 @@ const (
 	KindPut    Kind = 1 // a complete document replaced or created
 	KindDelete Kind = 2 // a key removed by a client
 	KindExpire Kind = 3 // a key removed because its lease lapsed
+	// KindRaft is one hashicorp/raft log entry (raftframe.go): the frame
+	// of a journal that is raft's LogStore (replica/raftlog). A journal
+	// read with Limits.MaxRaftEntry 0, as the store's is, refuses it.
+	KindRaft Kind = 4
 )
 
 // String names the kind as the wire protocol does.
@@ -28,6 +32,8 @@ func (k Kind) String() string {
 		return "DELETE"
 	case KindExpire:
 		return "EXPIRE"
+	case KindRaft:
+		return "RAFT"
 	}
 	return fmt.Sprintf("KIND(%d)", uint8(k))
 }
@@ -65,6 +71,10 @@ type Record struct {
 	UpdatedMs int64
 	ExpiresMs int64 // 0: no lease
 	Document  []byte
+
+	// Raft is the entry of a KindRaft record (and nil for every other
+	// kind); the fields above stay zero.
+	Raft *RaftEntry
 }
 
 // Limits bound what the decoder accepts before it copies anything, so a
@@ -75,6 +85,11 @@ type Limits struct {
 	MaxSchema    int // bytes
 	MaxOwner     int // bytes
 	MaxDocument  int // bytes
+	// MaxRaftEntry bounds a KindRaft frame's data and extensions together
+	// (bytes). 0, as in DefaultLimits, refuses the kind: a store journal
+	// never holds raft entries, and a torn-tail judgement made with store
+	// limits keeps its tight bound on a frame's length.
+	MaxRaftEntry int
 }
 
 // DefaultLimits matches the store's defaults (quota.Default).
@@ -101,6 +116,9 @@ func frameErr(field, format string, args ...any) error {
 
 // EncodedSize is the frame size of r, so batches can be sized without encoding.
 func (r *Record) EncodedSize() int {
+	if r.Kind == KindRaft {
+		return r.Raft.encodedSize()
+	}
 	n := headerSize + len(r.Namespace) + len(r.Key) + crcSize
 	if r.Kind == KindPut {
 		n += putHeaderSize + len(r.Schema) + len(r.Owner) + len(r.Document)
@@ -116,6 +134,9 @@ func (r *Record) AppendFrame(dst []byte) ([]byte, error) {
 	}
 	if uint64(len(r.Document)) > 0xFFFFFFFF {
 		return dst, frameErr("document length", "exceeds 4 GiB")
+	}
+	if r.Kind == KindRaft {
+		return appendRaftFrame(dst, r.Raft)
 	}
 	if r.Kind != KindPut && r.Kind != KindDelete && r.Kind != KindExpire {
 		return dst, frameErr("kind", "unknown kind %d", r.Kind)
@@ -161,7 +182,11 @@ func Decode(frame []byte, lim Limits) (*Record, error) {
 
 // maxFrameSize is the largest frame any record within lim encodes to.
 func maxFrameSize(lim Limits) int {
-	return headerSize + lim.MaxNamespace + lim.MaxKey + putHeaderSize + lim.MaxSchema + lim.MaxOwner + lim.MaxDocument + crcSize
+	n := headerSize + lim.MaxNamespace + lim.MaxKey + putHeaderSize + lim.MaxSchema + lim.MaxOwner + lim.MaxDocument + crcSize
+	if lim.MaxRaftEntry > 0 {
+		n = max(n, raftHeaderSize+lim.MaxRaftEntry+crcSize)
+	}
+	return n
 }
 
 // PlausibleFrame reports whether frame's own length fields are within lim
@@ -173,6 +198,9 @@ func PlausibleFrame(frame []byte, lim Limits) bool {
 		return false
 	}
 	kind := Kind(frame[1])
+	if kind == KindRaft {
+		return plausibleRaftFrame(frame, lim)
+	}
 	nsLen := int(binary.LittleEndian.Uint16(frame[18:]))
 	keyLen := int(binary.LittleEndian.Uint16(frame[20:]))
 	if nsLen > lim.MaxNamespace || keyLen > lim.MaxKey {

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -24,6 +25,10 @@ type Frame struct {
 	UpdatedMs int64
 	ExpiresMs int64
 	Document  []byte
+
+	// Raft is a KindRaft frame's entry; its Extensions and Data alias the
+	// frame too. Zero for every other kind.
+	Raft RaftEntry
 }
 
 // Parse fills f from frame, checking the checksum first and then every
@@ -43,6 +48,10 @@ func (f *Frame) Parse(frame []byte, lim Limits) error {
 		return frameErr("version", "frame version %d, this build reads %d", body[0], FormatVersion)
 	}
 	f.Kind = Kind(body[1])
+	f.Raft = RaftEntry{}
+	if f.Kind == KindRaft {
+		return f.parseRaft(body, lim)
+	}
 	if f.Kind != KindPut && f.Kind != KindDelete && f.Kind != KindExpire {
 		return frameErr("kind", "unknown kind %d", body[1])
 	}
@@ -103,6 +112,12 @@ func (f *Frame) Parse(frame []byte, lim Limits) error {
 
 // Record copies f into a Record that owns its memory.
 func (f *Frame) Record() *Record {
+	if f.Kind == KindRaft {
+		e := f.Raft
+		e.Extensions = bytes.Clone(e.Extensions)
+		e.Data = bytes.Clone(e.Data)
+		return &Record{Kind: KindRaft, Raft: &e}
+	}
 	r := &Record{Kind: f.Kind, Namespace: string(f.Namespace), Key: string(f.Key), Revision: f.Revision, TimeMs: f.TimeMs}
 	if f.Kind == KindPut {
 		r.Schema, r.Owner = string(f.Schema), string(f.Owner)

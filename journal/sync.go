@@ -92,11 +92,13 @@ func (j *Journal) sync(upTo uint64, ring *uring.Ring) error {
 		// commit path it was a third sync at every segment change (after
 		// the new file's and the directory's), queued behind them on the
 		// device. It only ever claims records this sync made durable.
-		j.floorWG.Add(1)
-		go func() {
-			defer j.floorWG.Done()
-			j.raiseFloor(target)
-		}()
+		if !j.opts.ExternalFloor {
+			j.floorWG.Add(1)
+			go func() {
+				defer j.floorWG.Done()
+				j.raiseFloor(target)
+			}()
+		}
 		// The new segment's first sync is done: the pre-writer may go
 		// (see prewriter.held).
 		j.pre.held = false

@@ -126,6 +126,9 @@ func framePrefixConsistent(p []byte, n int, lim Limits) string {
 		return ""
 	}
 	kind := Kind(p[1])
+	if kind == KindRaft {
+		return raftPrefixConsistent(p, n, lim)
+	}
 	if kind != KindPut && kind != KindDelete && kind != KindExpire {
 		return fmt.Sprintf("kind %d", p[1])
 	}

@@ -1,0 +1,392 @@
+package raftlog
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/journal"
+)
+
+// DefaultMaxEntryBytes bounds one raft entry's data and extensions: one
+// group-commit batch of the store (at most 512 records of at most the
+// largest document each) with room to spare, and the bound Open's torn-tail
+// judgement trusts a length prefix up to.
+const DefaultMaxEntryBytes = 64 << 20
+
+// Options configure a LogStore.
+type Options struct {
+	// SegmentSize is the journal's segment size; 0 means
+	// journal.DefaultSegmentSize.
+	SegmentSize int
+	// MaxEntryBytes bounds an entry's data and extensions together; 0
+	// means DefaultMaxEntryBytes. An entry over it is refused by
+	// StoreLogs, and a frame over it on disk is damage.
+	MaxEntryBytes int
+	// WaitInSyscall makes StoreLogs wait in fdatasync(2) itself
+	// (journal.Sync) instead of parking on an io_uring completion
+	// (journal.SyncParked, the default): a node's raft loop shares two
+	// processors with its FSM, transport and clients, and a goroutine
+	// parked on the disk holds none of them.
+	WaitInSyscall bool
+	// NoPrewrite, DirectSync and Faults are the journal's options of the
+	// same names (for measurements and tests).
+	NoPrewrite bool
+	DirectSync bool
+	Faults     *fault.Hooks
+}
+
+// ErrRefused is wrapped by every operation the LogStore refuses because
+// raft asked for something its contract rules out; nothing changed.
+var ErrRefused = errors.New("raftlog: refused")
+
+// Why a request was refused, wrapped by a *RefusedError beside ErrRefused.
+var (
+	// ErrGap: StoreLogs whose first index does not follow LastIndex, or
+	// whose entries are not consecutive (the store is monotonic).
+	ErrGap = errors.New("entries not contiguous")
+	// ErrCommitted: a suffix deletion reaching the commit floor, which
+	// would drop entries raft already called committed.
+	ErrCommitted = errors.New("at or below the commit floor")
+	// ErrRange: a DeleteRange that is neither a prefix, nor a suffix, nor
+	// everything (a hole), or with min > max.
+	ErrRange = errors.New("not a prefix, a suffix or the whole log")
+	// ErrTooLarge: an entry whose data and extensions exceed MaxEntryBytes.
+	ErrTooLarge = errors.New("entry too large")
+)
+
+// RefusedError names the operation and the raft index it was refused at.
+type RefusedError struct {
+	Op     string // "store logs", "delete range"
+	Index  uint64
+	Reason string
+	Err    error // ErrGap, ErrCommitted, ErrRange or ErrTooLarge
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("raftlog: %s at index %d refused (%v): %s", e.Op, e.Index, e.Err, e.Reason)
+}
+
+// Unwrap returns ErrRefused and the reason's sentinel.
+func (e *RefusedError) Unwrap() []error { return []error{ErrRefused, e.Err} }
+
+// CorruptError is a raft entry whose frame failed its checks, or a journal
+// record that is not a raft entry: it names the index (and, from Open, the
+// segment and offset).
+type CorruptError = journal.CorruptError
+
+// LogStore is hashicorp/raft's LogStore, MonotonicLogStore and
+// CommitTrackingLogStore over a journal (see the package documentation).
+// It is safe for concurrent use: raft's replication goroutines read while
+// its main loop stores and deletes.
+type LogStore struct {
+	// mu orders the changes (StoreLogs, DeleteRange, Close) and guards
+	// the fields; GetLog takes it only to read them.
+	mu      sync.Mutex
+	j       *journal.Journal
+	dir     string
+	maxData int
+	direct  bool // Options.WaitInSyscall
+	cut     *journal.TailCut
+	staged  uint64 // StageCommitIndex's, persisted by the next StoreLogs
+	commit  uint64 // the persisted commit floor (see the package doc)
+	closed  bool
+	recs    []*journal.Record
+	ents    []journal.RaftEntry
+}
+
+var (
+	_ raft.LogStore               = (*LogStore)(nil)
+	_ raft.MonotonicLogStore      = (*LogStore)(nil)
+	_ raft.CommitTrackingLogStore = (*LogStore)(nil)
+)
+
+// limits are the journal's decoder bounds for a raft journal.
+func limits(maxData int) journal.Limits {
+	lim := journal.DefaultLimits
+	lim.MaxRaftEntry = maxData
+	return lim
+}
+
+// Open opens (creating if needed) the raft log in dir. It cuts a torn final
+// entry that was never acknowledged (TailCut reports it), then reads every
+// entry and refuses a log holding damage anywhere else, or a record that is
+// not a raft entry, with a *CorruptError naming the index, the segment and
+// the offset.
+func Open(dir string, opts Options) (*LogStore, error) {
+	if opts.MaxEntryBytes <= 0 {
+		opts.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	lim := limits(opts.MaxEntryBytes)
+	j, cut, err := journal.Open(dir, journal.Options{
+		SegmentSize: opts.SegmentSize, Limits: lim, NoPrewrite: opts.NoPrewrite, DirectSync: opts.DirectSync,
+		Faults: opts.Faults, ExternalFloor: true,
+		// The reserve keeps a store's deletions possible on a full disk;
+		// a raft log's deletions free space without writing.
+		ReserveBytes: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
+	}
+	s := &LogStore{j: j, dir: dir, maxData: opts.MaxEntryBytes, direct: opts.WaitInSyscall, cut: cut}
+	first, last := j.FirstIndex(), j.LastIndex()
+	var lastCommit uint64
+	err = j.Replay(first, func(index uint64, rec *journal.Record) error {
+		if rec.Kind != journal.KindRaft {
+			return fmt.Errorf("a %s record in a raft log", rec.Kind)
+		}
+		if index == last {
+			lastCommit = rec.Raft.Commit
+		}
+		return nil
+	})
+	if err != nil {
+		j.Close()
+		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
+	}
+	// The newest persisted commit index: the last entry's, or the marker's
+	// (written at Close and Reset), whichever is higher; never above the
+	// last entry, so a cut tail cannot leave it pointing past the log.
+	s.commit = min(max(lastCommit, j.Floor().Index), last)
+	s.staged = s.commit
+	return s, nil
+}
+
+// TailCut reports the torn final entry Open cut, or nil.
+func (s *LogStore) TailCut() *journal.TailCut { return s.cut }
+
+// Dir is the journal directory.
+func (s *LogStore) Dir() string { return s.dir }
+
+// Stats are the journal's counters (Syncs: one per StoreLogs).
+func (s *LogStore) Stats() journal.Stats { return s.j.Stats() }
+
+// bounds are the journal's first and last index, and whether it holds no
+// entry (first > last then).
+func (s *LogStore) bounds() (first, last uint64, empty bool) {
+	first, last = s.j.FirstIndex(), s.j.LastIndex()
+	return first, last, first > last
+}
+
+// FirstIndex is the first index stored, 0 when none is.
+func (s *LogStore) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, journal.ErrClosed
+	}
+	first, _, empty := s.bounds()
+	if empty {
+		return 0, nil
+	}
+	return first, nil
+}
+
+// LastIndex is the last index stored, 0 when none is.
+func (s *LogStore) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, journal.ErrClosed
+	}
+	_, last, empty := s.bounds()
+	if empty {
+		return 0, nil
+	}
+	return last, nil
+}
+
+// GetLog reads the entry at index into log; raft.ErrLogNotFound when the
+// log does not hold it. Each read checks the entry's CRC.
+func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
+	frame, err := s.j.Read(index, nil)
+	if errors.Is(err, journal.ErrNoRecord) {
+		return raft.ErrLogNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("raftlog: get log %d: %w", index, err)
+	}
+	var f journal.Frame
+	if err := f.Parse(frame, limits(s.maxData)); err != nil {
+		return &CorruptError{Offset: -1, Index: index, Reason: "stored entry fails its checks", Err: err}
+	}
+	if f.Kind != journal.KindRaft {
+		return &CorruptError{Offset: -1, Index: index, Reason: fmt.Sprintf("a %s record in a raft log", f.Kind)}
+	}
+	// f aliases frame, a copy of its own: the entry may keep it.
+	*log = raft.Log{Index: index, Term: f.Raft.Term, Type: raft.LogType(f.Raft.Type), Data: f.Raft.Data,
+		Extensions: f.Raft.Extensions, AppendedAt: f.Raft.AppendedAt}
+	return nil
+}
+
+// StoreLog stores one entry (StoreLogs of one).
+func (s *LogStore) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Log{log}) }
+
+// StoreLogs stores logs as one journal batch: one write, one fdatasync
+// (journal.Write, then SyncParked or Sync). The entries must be consecutive and follow
+// LastIndex (any index when the log is empty: raft deletes everything
+// after a snapshot install). Each entry carries the commit index staged
+// before the call, so the one sync persists it too. Nothing of a refused
+// or failed batch is kept.
+func (s *LogStore) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return journal.ErrClosed
+	}
+	first, last, empty := s.bounds()
+	start := logs[0].Index
+	for i, l := range logs {
+		if l.Index != start+uint64(i) {
+			return &RefusedError{Op: "store logs", Index: l.Index, Err: ErrGap,
+				Reason: fmt.Sprintf("entry %d of the batch has index %d, expected %d", i, l.Index, start+uint64(i))}
+		}
+		if n := len(l.Data) + len(l.Extensions); n > s.maxData {
+			return &RefusedError{Op: "store logs", Index: l.Index, Err: ErrTooLarge,
+				Reason: fmt.Sprintf("%d bytes of data and extensions, the bound is %d", n, s.maxData)}
+		}
+	}
+	switch {
+	case start == 0:
+		return &RefusedError{Op: "store logs", Index: 0, Err: ErrGap, Reason: "raft indexes start at 1"}
+	case empty && start != first:
+		// The log is empty: it may continue anywhere (the entries
+		// before start live in a snapshot). Reset is durable before the
+		// batch is written, so a crash leaves an empty log at start.
+		if err := s.j.Reset(start); err != nil {
+			return fmt.Errorf("raftlog: store logs at index %d: %w", start, err)
+		}
+		// The entries before start are a snapshot's: committed.
+		s.commit = start - 1
+	case !empty && start != last+1:
+		return &RefusedError{Op: "store logs", Index: start, Err: ErrGap,
+			Reason: fmt.Sprintf("the log holds %d..%d, so the next entry is %d", first, last, last+1)}
+	}
+	if cap(s.ents) < len(logs) {
+		s.ents = make([]journal.RaftEntry, len(logs))
+		s.recs = make([]*journal.Record, len(logs))
+		for i := range s.recs {
+			s.recs[i] = &journal.Record{Kind: journal.KindRaft}
+		}
+	}
+	ents, recs := s.ents[:len(logs)], s.recs[:len(logs)]
+	commit := s.staged
+	for i, l := range logs {
+		ents[i] = journal.RaftEntry{Term: l.Term, Commit: commit, Type: uint8(l.Type), AppendedAt: l.AppendedAt,
+			Extensions: l.Extensions, Data: l.Data}
+		recs[i].Raft = &ents[i]
+	}
+	_, err := s.j.Write(recs, start)
+	if err == nil && s.direct {
+		err = s.j.Sync(start + uint64(len(logs)) - 1)
+	} else if err == nil {
+		err = s.j.SyncParked(start + uint64(len(logs)) - 1)
+	}
+	// Drop the references to raft's buffers either way.
+	for i := range ents {
+		ents[i] = journal.RaftEntry{}
+	}
+	if err != nil {
+		return fmt.Errorf("raftlog: store logs %d..%d: %w", start, start+uint64(len(logs))-1, err)
+	}
+	s.commit = max(s.commit, min(commit, start+uint64(len(logs))-1))
+	return nil
+}
+
+// DeleteRange deletes the entries min..max (inclusive). Three shapes are
+// accepted: a prefix (min at or below FirstIndex, max below LastIndex:
+// after a snapshot), a suffix (min above FirstIndex, max at or above
+// LastIndex: a follower's conflicting entries), refused with ErrCommitted
+// when min is at or below the commit floor, and everything (raft's
+// MonotonicLogStore reset after a snapshot install), after which the next
+// StoreLogs may start at any index. A hole in the middle is refused
+// (ErrRange). Each is durable when it returns.
+func (s *LogStore) DeleteRange(lo, hi uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return journal.ErrClosed
+	}
+	if lo > hi {
+		return &RefusedError{Op: "delete range", Index: lo, Err: ErrRange, Reason: fmt.Sprintf("min %d is above max %d", lo, hi)}
+	}
+	first, last, empty := s.bounds()
+	switch {
+	case empty || hi < first || lo > last:
+		return nil // nothing stored in the range
+	case lo <= first && hi >= last:
+		// Everything: the journal starts over after last; StoreLogs
+		// moves it to wherever raft continues.
+		if err := s.j.Reset(last + 1); err != nil {
+			return fmt.Errorf("raftlog: delete range %d..%d: %w", lo, hi, err)
+		}
+		s.commit = last
+	case lo <= first:
+		if err := s.j.TruncateFront(hi + 1); err != nil {
+			return fmt.Errorf("raftlog: delete range %d..%d: %w", lo, hi, err)
+		}
+	case hi >= last:
+		if lo <= s.commit {
+			return &RefusedError{Op: "delete range", Index: lo, Err: ErrCommitted,
+				Reason: fmt.Sprintf("deleting %d..%d would drop entries up to the persisted commit index %d", lo, last, s.commit)}
+		}
+		if err := s.j.TruncateBack(lo - 1); err != nil {
+			return fmt.Errorf("raftlog: delete range %d..%d: %w", lo, hi, err)
+		}
+	default:
+		return &RefusedError{Op: "delete range", Index: lo, Err: ErrRange,
+			Reason: fmt.Sprintf("%d..%d lies strictly inside %d..%d and would leave a hole", lo, hi, first, last)}
+	}
+	return nil
+}
+
+// IsMonotonic reports true: the log holds no gaps, so raft deletes every
+// entry after a snapshot install instead of leaving one.
+func (s *LogStore) IsMonotonic() bool { return true }
+
+// StageCommitIndex stages idx, to be persisted with the next StoreLogs.
+func (s *LogStore) StageCommitIndex(idx uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.staged = idx
+	return nil
+}
+
+// GetCommitIndex is the newest persisted commit index, never above
+// LastIndex (0 for an empty log).
+func (s *LogStore) GetCommitIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, journal.ErrClosed
+	}
+	_, last, empty := s.bounds()
+	if empty {
+		return 0, nil
+	}
+	return min(s.commit, last), nil
+}
+
+// Close records the commit floor in the journal's ACKNOWLEDGED marker (so
+// an emptied tail is noticed at the next Open even without the entries
+// that carried it) and closes the journal.
+func (s *LogStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return journal.ErrClosed
+	}
+	s.closed = true
+	_, last, empty := s.bounds()
+	var err error
+	if floor := min(s.commit, last); !empty && floor > s.j.Floor().Index {
+		err = s.j.RaiseFloor(floor)
+	}
+	return errors.Join(err, s.j.Close())
+}
