@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -35,14 +34,11 @@ const serialProcPackage = "github.com/keeppeek/statestore/bench/cmd/serialproc"
 var serialProcTimeout = 10 * time.Minute
 
 // buildSerialProc builds serialproc into dir and returns the binary's
-// path. The go command is the one running qualify's toolchain, so the
-// child is built as qualify was.
+// path, with the go command on PATH (the one that runs qualify).
 func buildSerialProc(dir string) (string, error) {
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		if gocmd, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("building %s: no go command: %w", serialProcPackage, err)
-		}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("building %s: no go command: %w", serialProcPackage, err)
 	}
 	bin := filepath.Join(dir, "serialproc")
 	var errOut bytes.Buffer
