@@ -302,8 +302,11 @@ func (cn *conn) route(m *pb.ServerMessage) {
 // linearizable reads and new watches until one is back, so a watch
 // re-opened there would be refused and every call would fail. Dropping the
 // connection makes the client reconnect round-robin from the next
-// endpoint, and every watch re-snapshot there; the closed watch's route
-// heard its closure first, so its cause names UNAVAILABLE. Calls in flight
+// endpoint, and every watch re-snapshot there. The node closes all its
+// watches UNAVAILABLE at once, but the first closure read ends cn, so the
+// closures still in flight would never arrive: every other watch on cn is
+// told the same closure here, so each one's cause names UNAVAILABLE
+// whichever closure came first, not a bare disconnection. Calls in flight
 // on cn fail as for any lost connection: the node could not have committed
 // them. With one endpoint there is nowhere else to go, so cn stays and the
 // watch re-opens on it (refused UNAVAILABLE while the node has no leader,
@@ -314,7 +317,14 @@ func (cn *conn) leave(m *pb.StateStoreWatchClosed) {
 	}
 	cn.c.cfg.Logger.Warn("state store node closed a watch UNAVAILABLE; moving to another endpoint",
 		"endpoint", cn.ep.name, "watch", m.GetWatchId(), "message", m.GetMessage())
+	cn.mu.Lock()
+	routes := cn.routes
+	cn.routes = map[string]route{}
+	cn.mu.Unlock()
 	cn.abort(fmt.Errorf("%s closed watch %q UNAVAILABLE (%s): moving to another endpoint", cn.ep.name, m.GetWatchId(), m.GetMessage()))
+	for id, r := range routes {
+		r.closed(&pb.StateStoreWatchClosed{WatchId: id, Reason: m.GetReason(), Message: m.GetMessage()})
+	}
 }
 
 // end is the reader's last act: no call is registered on cn any more,

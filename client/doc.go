@@ -64,7 +64,8 @@
 //     refuses writes, linearizable reads and new watches) also moves the
 //     client: with several endpoints it drops that connection and
 //     reconnects from the next endpoint, so every watch re-snapshots on
-//     another node; with one it stays and re-watches there.
+//     another node, each one's cause naming UNAVAILABLE whichever closure
+//     was read first; with one it stays and re-watches there.
 //     Code: Client.Watch, Watch.Next, Watch.replace, follow.update, follow.closed, follow.lost, conn.leave.
 //     Tests: TestWatchFollowsUpdatesInOrder, TestSequenceGapResnapshots, TestReconnectAfterTheServerWentAway,
 //     TestStalledReaderIsClosedAndResnapshots, TestUnavailableClosureMovesToAnotherEndpoint.
