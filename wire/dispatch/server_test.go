@@ -248,19 +248,22 @@ func TestStalledPeerIsBounded(t *testing.T) {
 	if err := c.Send(watchReq(1, "w", "service/a", "")); err != nil {
 		t.Fatal(err)
 	}
-	// Not reading: 40 commits, more than the store's 32-update bound and
-	// far more than the 4-message queue.
+	// The snapshot is read first: it proves the watch is registered, so
+	// every commit below reaches it (puts racing the registration could
+	// all precede it, and the loop below would wait for ever).
+	m, err := c.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSnapshot(t, m, 1, "w")
+	// Then not reading: 40 commits, more than the store's 32-update bound
+	// and far more than the 4-message queue.
 	ctx := context.Background()
 	for i := 0; i < 40; i++ {
 		if _, err := s.Put(ctx, admin, statestore.PutRequest{Namespace: "service/a", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc("a")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m, err := c.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantSnapshot(t, m, 1, "w")
 	for seq := uint64(1); ; seq++ {
 		m, err := c.Recv()
 		if err != nil {
