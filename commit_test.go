@@ -289,7 +289,11 @@ func copyTree(t *testing.T, src, dst string) {
 // TestSyncParksOnlyWhenOthersWait: a lone writer's syncs hold their
 // processor (the faster way when nobody else needs it), while syncs that
 // start with other callers queued park on the journal's io_uring, so the
-// processor runs those callers meanwhile.
+// processor runs those callers meanwhile. The callers are made to queue by
+// holding one sync (fault.Hooks.StallNextSync) while they arrive: left to
+// the scheduler, a loaded machine under -race ran 64 writers' 1,280 puts
+// as 1,300 lone syncs, nobody ever waiting. A round whose writers did not
+// all arrive before the release is tried again, at most five times.
 func TestSyncParksOnlyWhenOthersWait(t *testing.T) {
 	t.Parallel()
 	probe, err := uring.New()
@@ -297,32 +301,46 @@ func TestSyncParksOnlyWhenOthersWait(t *testing.T) {
 		t.Skipf("io_uring unavailable here: %v", err)
 	}
 	probe.Close()
-	f := newFixture(t)
+	faults := &fault.Hooks{}
+	f := newFixture(t, func(o *statestore.Options) { o.Faults = faults })
 	for i := range 20 {
 		f.mustPut(admin, "group/g1", "lone", docN(i))
 	}
 	if st := f.s.JournalStats(); st.Syncs < 20 || st.ParkedSyncs != 0 {
 		t.Fatalf("lone writer: %d syncs, %d parked; want at least 20, none parked", st.Syncs, st.ParkedSyncs)
 	}
-	const writers, puts = 64, 20
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			<-start
-			for i := range puts {
-				if _, err := f.put(admin, "group/g1", fmt.Sprintf("w%d", w), docN(i), statestore.Expect{}); err != nil {
+	const writers = 64
+	for round := range 5 {
+		entered, release, restore := faults.StallNextSync()
+		held := make(chan error, 1)
+		go func() {
+			_, err := f.put(admin, "group/g1", "held", docN(round), statestore.Expect{})
+			held <- err
+		}()
+		<-entered
+		var wg, arrived sync.WaitGroup
+		arrived.Add(writers)
+		for w := range writers {
+			wg.Go(func() {
+				arrived.Done()
+				if _, err := f.put(admin, "group/g1", fmt.Sprintf("w%d", w), docN(round), statestore.Expect{}); err != nil {
 					t.Error(err)
-					return
 				}
-			}
-		})
+			})
+		}
+		arrived.Wait()
+		release()
+		restore()
+		wg.Wait()
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		if st := f.s.JournalStats(); st.ParkedSyncs > 0 {
+			return
+		}
 	}
-	close(start)
-	wg.Wait()
-	if st := f.s.JournalStats(); st.ParkedSyncs == 0 {
-		t.Fatalf("%d writers: none of %d syncs parked", writers, st.Syncs)
-	}
+	st := f.s.JournalStats()
+	t.Fatalf("%d writers queued behind a held sync, five times: none of %d syncs parked", writers, st.Syncs)
 }
 
 // TestWriteFailureRLimit makes the disk refuse a write for real: a child
