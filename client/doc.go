@@ -52,8 +52,8 @@
 //     fails UNAVAILABLE. A refused handshake while reconnecting is logged
 //     and retried at MaxBackoff. A connection that silently stops carrying
 //     anything is noticed by an unanswered ping.
-//     Code: conn.end, conn.ping, Client.detach, Client.lost, Client.reconnect, Client.acquire, Client.install.
-//     Tests: TestInFlightCallsFailWhenTheConnectionDrops, TestCallsWaitForTheReconnection,
+//     Code: conn.end, conn.ping, Client.detach, Client.lost, Client.reconnect, backoff.next, Client.acquire, Client.install.
+//     Tests: TestInFlightCallsFailWhenTheConnectionDrops, TestCallsWaitForTheReconnection, TestBackoffDoublesWithFullJitter,
 //     TestReconnectAfterTheServerWentAway, TestReconnectTriesTheNextEndpoint, TestRefusedReconnectIsRetried,
 //     TestSilentNetworkDropIsDetected.
 //  4. A Watch delivers its snapshot first, then updates strictly in
