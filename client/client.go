@@ -249,13 +249,12 @@ func (c *Client) detach(cn *conn, cause error) {
 func (c *Client) reconnect(failed int) {
 	defer c.wg.Done()
 	n := len(c.cfg.endpoints)
-	ceiling := c.cfg.MinBackoff
+	delays := backoff{ceiling: c.cfg.MinBackoff, max: c.cfg.MaxBackoff, draw: rand.Int64N}
 	var fixed time.Duration // MaxBackoff after a refusal
 	for attempt := 1; ; attempt++ {
 		wait := fixed
 		if wait == 0 {
-			wait = time.Duration(rand.Int64N(int64(ceiling)) + 1)
-			ceiling = min(2*ceiling, c.cfg.MaxBackoff)
+			wait = delays.next()
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -286,6 +285,22 @@ func (c *Client) reconnect(failed int) {
 		}
 		c.cfg.Logger.Warn("state store reconnection failed", "endpoint", c.cfg.endpoints[i].name, "attempt", attempt, "error", err)
 	}
+}
+
+// backoff is the delay between reconnection attempts: exponential from
+// MinBackoff, capped at MaxBackoff, with full jitter (each wait drawn
+// uniformly from (0, ceiling]), so the clients of a server that dropped
+// them all at once do not all come back at the same instant.
+type backoff struct {
+	ceiling, max time.Duration
+	draw         func(n int64) int64 // uniform in [0, n): rand.Int64N; a test's own
+}
+
+// next returns the next wait and doubles the ceiling, up to max.
+func (b *backoff) next() time.Duration {
+	wait := time.Duration(b.draw(int64(b.ceiling)) + 1)
+	b.ceiling = min(2*b.ceiling, b.max)
+	return wait
 }
 
 // acquire returns the current connection, waiting for one up to ctx.

@@ -32,9 +32,11 @@
 //
 //  1. Every answer reaches the call that sent its request_id, and only it:
 //     request_ids are the client's own counter, never reused; requests are
-//     pipelined, so answers may come in any order.
-//     Code: Client.request, conn.register, conn.call, conn.route, conn.take.
-//     Tests: TestEveryVerb, TestConcurrentRequestsArePipelined.
+//     pipelined, so answers may come in any order. A call waits up to its
+//     context's deadline and RequestTimeout; an answer arriving after that
+//     is dropped, never given to another call.
+//     Code: Client.request, conn.register, conn.call, conn.abandon, conn.route, conn.take.
+//     Tests: TestEveryVerb, TestConcurrentRequestsArePipelined, TestRequestTimeoutBoundsACall.
 //  2. A refusal is the store's own error: a StateStoreError becomes a
 //     *statestore.Error with the same code, field, message and current
 //     revision, so errors.Is, errors.As and statestore.CodeOf work as in
@@ -50,8 +52,8 @@
 //     fails UNAVAILABLE. A refused handshake while reconnecting is logged
 //     and retried at MaxBackoff. A connection that silently stops carrying
 //     anything is noticed by an unanswered ping.
-//     Code: conn.end, conn.ping, Client.detach, Client.lost, Client.reconnect, Client.acquire, Client.install.
-//     Tests: TestInFlightCallsFailWhenTheConnectionDrops, TestCallsWaitForTheReconnection,
+//     Code: conn.end, conn.ping, Client.detach, Client.lost, Client.reconnect, backoff.next, Client.acquire, Client.install.
+//     Tests: TestInFlightCallsFailWhenTheConnectionDrops, TestCallsWaitForTheReconnection, TestBackoffDoublesWithFullJitter,
 //     TestReconnectAfterTheServerWentAway, TestReconnectTriesTheNextEndpoint, TestRefusedReconnectIsRetried,
 //     TestSilentNetworkDropIsDetected.
 //  4. A Watch delivers its snapshot first, then updates strictly in
@@ -90,11 +92,12 @@
 //     nothing is dialled; a negative TTL is TTL_INVALID before anything is
 //     sent. A refused handshake is a *HandshakeError naming the endpoint,
 //     the status and the server's reason, and Dial does not retry a 401 or
-//     403; an unreachable or untrusted endpoint is a *DialError naming it;
-//     a refused Info is an *InfoError with the status and the reason.
+//     403; an unreachable, untrusted or silent endpoint (no answer within
+//     DialTimeout) is a *DialError naming it; a refused Info is an
+//     *InfoError with the status and the reason.
 //     Code: Config.check, parseEndpoint, Dial, Client.dial, readReason, Client.Info, wirestore.PutState.
 //     Tests: TestBadConfigNamesTheField, TestWrongTokenIsAHandshakeError, TestTLS, TestReconnectTriesTheNextEndpoint,
-//     TestEveryErrorCode, TestInfoRefusal.
+//     TestEveryErrorCode, TestInfoRefusal, TestForbiddenHandshakeIsNotRetried, TestDialTimeoutBoundsAHandshake.
 //  8. Close ends the session with a normal closure (the server removes its
 //     watches), makes every call in flight and every later call return
 //     ErrClosed, and returns once the client's goroutines have ended.

@@ -93,6 +93,7 @@ type serverConfig struct {
 	extra      string // more top-level keys
 	inspector  bool
 	metrics    bool
+	logFormat  string // default json, which the tests' waitLog parses
 }
 
 // write writes the configuration as dir/kpstate.toml and returns its path.
@@ -101,8 +102,11 @@ func (sc serverConfig) write(t *testing.T, dir string) string {
 	if sc.listen == "" {
 		sc.listen = "127.0.0.1:0"
 	}
+	if sc.logFormat == "" {
+		sc.logFormat = "json"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "data_dir = %q\nlisten = %q\nlog_format = \"json\"\nlog_level = \"debug\"\ninspector = %t\n", sc.dataDir, sc.listen, sc.inspector)
+	fmt.Fprintf(&b, "data_dir = %q\nlisten = %q\nlog_format = %q\nlog_level = \"debug\"\ninspector = %t\n", sc.dataDir, sc.listen, sc.logFormat, sc.inspector)
 	if sc.metrics {
 		b.WriteString("metrics_listen = \"127.0.0.1:0\"\n")
 	}

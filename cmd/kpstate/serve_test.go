@@ -298,13 +298,19 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 }
 
 // TestServeStartLineText: without --json the start line is one sentence
-// with the URL, the store's state and the version.
+// with the URL, the store's state and the version; with log_format
+// "text" the log on stderr is slog's text form, one key=value record a
+// line.
 func TestServeStartLineText(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	file := serverConfig{dataDir: filepath.Join(dir, "data")}.write(t, dir)
+	file := serverConfig{dataDir: filepath.Join(dir, "data"), logFormat: "text"}.write(t, dir)
 	cmd := exec.Command(kpstateBin, "serve", "--config", file)
 	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,5 +335,29 @@ func TestServeStartLineText(t *testing.T) {
 	want := regexp.MustCompile(`^kpstate serving ws://127\.0\.0\.1:[0-9]+/ws \(store open, version github\.com/keeppeek/statestore \S+ revision=\S+ modified=\S+\)\n$`)
 	if !want.MatchString(got) {
 		t.Errorf("start line %q", got)
+	}
+	// The listener's record, logged before the start line, in text form.
+	listening := regexp.MustCompile(`^time=\S+ level=INFO msg=listening key=listen addr=127\.0\.0\.1:[0-9]+ tls=false$`)
+	type scan struct {
+		found bool
+		seen  []string
+	}
+	scanned := make(chan scan, 1)
+	go func() {
+		sc := bufio.NewScanner(logs)
+		var r scan
+		for !r.found && sc.Scan() {
+			r.found = listening.MatchString(sc.Text())
+			r.seen = append(r.seen, sc.Text())
+		}
+		scanned <- r
+	}()
+	select {
+	case r := <-scanned:
+		if !r.found {
+			t.Errorf("no text record of the listener on stderr:\n%s", strings.Join(r.seen, "\n"))
+		}
+	case <-time.After(guard):
+		t.Fatal("no text record of the listener on stderr")
 	}
 }

@@ -3,8 +3,10 @@
 // channel carrying watches (Local, for a store in the same process).
 //
 // Workers are written against Client and watchcache.Source so the same code
-// runs over the wire protocol once an embedder supplies those two; Local is
-// the in-process binding the tests, the simulator and the demo use.
+// runs in process or over the wire protocol: Local is the in-process
+// binding the tests, the simulator and the demo use, and client.Linked
+// (package client, Client.Link) is the binding over WebSocket that the
+// worker processes of internal/workerproc run through.
 //
 // # Invariants
 //
