@@ -60,4 +60,10 @@
 //     a watch that ends (however) gives its place back.
 //     Code: Registry.Add, Registry.unindexLocked, Limits.withDefaults.
 //     Tests: TestLimits, TestLimitsDefaults, statestore.TestWatchPerPrincipalQuota.
+//  8. Encoded once per commit: every Update one published event produces
+//     carries the same Memo, and no Update of another event carries it, so
+//     what the event's updates have in common is encoded at most once
+//     however many watches it reaches (the wire layer fills the Memo).
+//     Code: Registry.Publish, Memo.Encoded.
+//     Tests: TestUpdatesOfOneEventShareAMemo, wire.TestMemoEncodesOncePerEvent.
 package watch

@@ -228,6 +228,8 @@ func (r *Registry) Publish(events []Event) {
 	for i := range events {
 		ev := &events[i]
 		ws := r.byNS[ev.Namespace]
+		// One per event that reaches a watch, made at the first match.
+		var memo *Memo
 		// Walk backwards: closing ws[j] swap-deletes it, moving the last
 		// element (already visited) into slot j, so nothing is skipped or
 		// visited twice. Order across watches is irrelevant: each has its
@@ -256,8 +258,11 @@ func (r *Registry) Publish(events []Event) {
 				default:
 				}
 			}
+			if memo == nil {
+				memo = new(Memo)
+			}
 			u := &Update{WatchID: w.id, Sequence: w.seq, Revision: ev.Revision, Kind: ev.Kind,
-				Namespace: ev.Namespace, Key: ev.Key}
+				Namespace: ev.Namespace, Key: ev.Key, Memo: memo}
 			if ev.Kind == Put {
 				u.Entry = ev.Entry
 			}

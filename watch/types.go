@@ -109,6 +109,9 @@ type Update struct {
 	Namespace string
 	Key       string
 	Entry     *materialize.Entry // Put only; shared, must not be modified
+	// Memo is shared by every Update of the same event (nil for an
+	// Update built elsewhere), so its common part is encoded once.
+	Memo *Memo
 }
 
 // Closed is the last message of a watch the server terminated

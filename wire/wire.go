@@ -2,7 +2,8 @@
 // keeppeek.statestore.v1 messages, both ways: entries (StateEntry), update
 // kinds and close reasons, and the watch messages (snapshot, update,
 // closure). It also measures, exactly, how many bytes a watch snapshot
-// answer encodes to.
+// answer encodes to, and writes a watch update's message without building
+// it, from the bytes every watch of its commit shares (AppendUpdate).
 //
 // The store's own types (result codes, errors, requests) are converted by
 // wire/wirestore: the store imports this package for SnapshotSize, so only
@@ -33,6 +34,16 @@
 //     Code: Kind, StoreKind, Reason, StoreReason, Snapshot, StoreSnapshot, Update, StoreUpdate,
 //     Closed, StoreClosed.
 //     Tests: TestEveryValueRoundTrips, TestWatchMessagesRoundTrip.
+//  4. AppendUpdate writes, and UpdateSize counts, exactly proto.Marshal's
+//     bytes of the ServerMessage whose watch_update is Update(u), with the
+//     generated descriptors' field numbers in their order, and they decode
+//     back to it; with a Memo, the event's part (revision, kind, entry or
+//     key) is encoded once and spliced unchanged after each watch's
+//     watch_id and watch_sequence. A string proto3 would refuse (not
+//     UTF-8) is an *InvalidUTF8Error, never bytes a peer cannot decode.
+//     Code: AppendUpdate, UpdateSize, updateTail, appendUpdateTail, appendEntry, checkUpdateTail.
+//     Tests: TestAppendUpdateIsProtoMarshal, TestAppendUpdateRandom, FuzzAppendUpdate, TestMemoEncodesOncePerEvent,
+//     TestAppendUpdateRefusesInvalidUTF8, TestEncodeFieldNumbers.
 package wire
 
 import (

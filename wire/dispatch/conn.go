@@ -19,6 +19,17 @@ type Conn interface {
 	Close() error
 }
 
+// EncodedSender is a Conn that can send a server message in its wire
+// form (framing.Encoded) instead of as a message to marshal. Serve sends
+// watch updates that way when its Conn is one: the part of an update that
+// every watch of its event shares is encoded once, not once per watch. The
+// Conns of NewStreamConn and of wstransport are EncodedSenders.
+type EncodedSender interface {
+	// SendEncoded writes one server message, like Send, whose bytes m
+	// appends.
+	SendEncoded(m framing.Encoded) error
+}
+
 // NewStreamConn returns the server side of the framing over rwc, rejecting
 // client frames over maxFrameBytes (framing.DefaultMaxFrameBytes when <= 0).
 func NewStreamConn(rwc io.ReadWriteCloser, maxFrameBytes int) Conn {

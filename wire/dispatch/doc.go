@@ -69,6 +69,16 @@
 //     through, so stalled sessions never starve a bystander.
 //     Code: byteBudget.acquire, byteBudget.tryAcquire, byteBudget.waitUnder, byteBudget.leave, outbox.accept, outbox.offer, session.admit, session.read.
 //     Tests: TestByteBudgetAccounting, TestByteBudgetShareFollowsTheSessions, TestStalledSessionsStayWithinTheBudget.
+//  9. Encoded once per commit: on a Conn that is an EncodedSender (the
+//     framing's, WebSocket's), a watch update is queued as the registry
+//     delivered it and sent in its wire form, the part its commit's
+//     updates share encoded once for every watch and session it reaches
+//     (wire.AppendUpdate); the peer receives proto.Marshal's bytes of
+//     UpdateMessage, and the outbox and the byte budget count exactly
+//     those bytes, as for the built message. Any other Conn, and an
+//     update that does not encode, get the built message.
+//     Code: outbox.offerUpdate, outbox.deliver, encodedUpdate.AppendTo, EncodedSender, Server.Serve.
+//     Tests: TestEncodedUpdatesAreTheMessages, TestEncodedUpdatesDecodeAsTheMessages, wire.TestAppendUpdateIsProtoMarshal.
 //
 // # Bad input
 //

@@ -8,6 +8,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keeppeek/statestore/watch"
+	"github.com/keeppeek/statestore/wire"
+	"github.com/keeppeek/statestore/wire/framing"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
@@ -30,11 +33,15 @@ var errOutboxClosed = errors.New("session ended")
 // Server's byte budget b from the moment they are accepted until their
 // send returns (or the session ends).
 type outbox struct {
-	send   func(*pb.ServerMessage) error
-	onFail func() // called once when a send fails
-	b      *byteBudget
-	bytes  int64       // what this outbox holds of b; guarded by b.mu
-	shut   atomic.Bool // closed, for b's waiters
+	send func(*pb.ServerMessage) error
+	// sendEncoded, when the Conn is an EncodedSender, sends a watch
+	// update in its wire form; without it, updates are built as messages
+	// and sent by send.
+	sendEncoded func(framing.Encoded) error
+	onFail      func() // called once when a send fails
+	b           *byteBudget
+	bytes       int64       // what this outbox holds of b; guarded by b.mu
+	shut        atomic.Bool // closed, for b's waiters
 
 	mu            sync.Mutex
 	room, ready   sync.Cond
@@ -47,10 +54,37 @@ type outbox struct {
 	err           error // the failed send's error
 }
 
-// queued is a message in the queue and the bytes it holds of the budget.
+// queued is a message in the queue and the bytes it holds of the budget:
+// m, or a watch update u to send in its wire form (sendEncoded).
 type queued struct {
 	m *pb.ServerMessage
+	u *watch.Update
 	n int64
+}
+
+// deliver sends q on the connection.
+func (o *outbox) deliver(q queued) error {
+	if q.u != nil {
+		return o.sendEncoded((*encodedUpdate)(q.u))
+	}
+	return o.send(q.m)
+}
+
+// encodedUpdate is a watch update as the framing's Encoded: the bytes of
+// UpdateMessage(u), spliced from the watch's own fields and the encoding
+// its event's updates share (wire.AppendUpdate).
+type encodedUpdate watch.Update
+
+// Size is the encoding's length. offerUpdate checked that it encodes, so
+// the error is nil; were it not, AppendTo reports it.
+func (e *encodedUpdate) Size() int {
+	n, _ := wire.UpdateSize((*watch.Update)(e))
+	return n
+}
+
+// AppendTo appends the encoding to b.
+func (e *encodedUpdate) AppendTo(b []byte) ([]byte, error) {
+	return wire.AppendUpdate(b, (*watch.Update)(e))
 }
 
 func newOutbox(limit, margin int, b *byteBudget, send func(*pb.ServerMessage) error, onFail func()) *outbox {
@@ -158,19 +192,41 @@ func (o *outbox) sent(err error) {
 	o.mu.Unlock()
 }
 
-// offer queues a watch update if there is room, in the queue and in the
-// byte budget.
+// offerUpdate queues a watch update if there is room, in the queue and in
+// the byte budget. On a Conn that sends encoded messages it is queued as
+// it is, and sent in its wire form: the event's shared part is encoded
+// once for every watch it reaches (the first offer encodes it), and the
+// budget counts the same bytes as for the message. Otherwise, or when it
+// does not encode (a string not UTF-8, which the message's send then
+// reports), it is queued as its message.
+func (o *outbox) offerUpdate(u *watch.Update) error {
+	if o.sendEncoded == nil {
+		return o.offer(UpdateMessage(u))
+	}
+	n, err := wire.UpdateSize(u)
+	if err != nil {
+		return o.offer(UpdateMessage(u))
+	}
+	return o.offerQueued(queued{u: u, n: int64(n)})
+}
+
+// offer queues the watch update m as a message (offerQueued).
 func (o *outbox) offer(m *pb.ServerMessage) error {
-	n := int64(proto.Size(m))
+	return o.offerQueued(queuedMsg(m, int64(proto.Size(m))))
+}
+
+// offerQueued queues q, a watch update, if there is room, in the queue and
+// in the byte budget.
+func (o *outbox) offerQueued(q queued) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
 	case o.closed:
 		return errOutboxClosed
-	case o.lenLocked() >= o.limit, !o.b.tryAcquire(o, n):
+	case o.lenLocked() >= o.limit, !o.b.tryAcquire(o, q.n):
 		return errOutboxFull
 	}
-	o.pushLocked(queuedMsg(m, n))
+	o.pushLocked(q)
 	return nil
 }
 
@@ -216,7 +272,7 @@ func (o *outbox) run() error {
 		o.room.Signal()
 		o.sending = true
 		o.mu.Unlock()
-		err := o.send(m.m)
+		err := o.deliver(m)
 		o.b.release(o, m.n)
 		o.sent(err)
 		o.mu.Lock()

@@ -193,6 +193,9 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 		ss.reserve += int64(l.MaxDocumentBytes + l.MaxNamespaceBytes + l.MaxKeyBytes + quota.SchemaNameBytes + quota.OwnerBytes)
 	}
 	ss.out = newOutbox(s.opts.MaxQueued, margin, s.budget, conn.Send, cancel)
+	if es, ok := conn.(EncodedSender); ok {
+		ss.out.sendEncoded = es.SendEncoded
+	}
 	s.budget.join()
 
 	writerDone := make(chan error, 1)
@@ -646,7 +649,7 @@ func (k sink) Deliver(m watch.Message) error {
 		}
 		return err
 	case *watch.Update:
-		return k.ss.out.offer(UpdateMessage(m))
+		return k.ss.out.offerUpdate(m)
 	case *watch.Closed:
 		return k.ss.out.force(ClosedMessage(m), nil)
 	}

@@ -19,8 +19,8 @@
 //     Tests: TestUndecodableFrameKeepsTheStreamInStep, TestFramesAroundTheReadBufferSize.
 //  3. Each Send writes one whole frame with one Write call, so concurrent
 //     Sends never interleave bytes.
-//     Code: Conn.Send, AppendFrame.
-//     Tests: TestConcurrentSendsDoNotInterleave.
+//     Code: Conn.Send, Conn.SendEncoded, AppendFrame, AppendEncodedFrame.
+//     Tests: TestConcurrentSendsDoNotInterleave, TestSendEncodedIsSend.
 package framing
 
 import (
@@ -163,6 +163,40 @@ func AppendFrame(b []byte, m proto.Message) ([]byte, error) {
 	return opts.MarshalAppend(b, m)
 }
 
+// Encoded is a message already in its wire form, or one that writes it
+// without building the message: Size is its encoding's length and AppendTo
+// appends exactly that many bytes (the message's, as proto.Marshal would
+// make them) to b. It lets a sender whose messages share most of their
+// bytes (a watch update going to many watches) encode the shared part once.
+type Encoded interface {
+	Size() int
+	AppendTo(b []byte) ([]byte, error)
+}
+
+// AppendEncodedFrame appends m as one frame to b.
+func AppendEncodedFrame(b []byte, m Encoded) ([]byte, error) {
+	size := m.Size()
+	b = protowire.AppendVarint(b, uint64(size))
+	start := len(b)
+	b, err := m.AppendTo(b)
+	if err == nil && len(b)-start != size {
+		err = &EncodedSizeError{Size: size, Wrote: len(b) - start}
+	}
+	return b, err
+}
+
+// EncodedSizeError is an Encoded that appended another number of bytes
+// than its Size said: the frame's length prefix would be wrong, so it is
+// not written.
+type EncodedSizeError struct {
+	Size, Wrote int
+}
+
+// Error names both lengths.
+func (e *EncodedSizeError) Error() string {
+	return fmt.Sprintf("encoded message of announced size %d wrote %d bytes", e.Size, e.Wrote)
+}
+
 // Conn sends Out messages and receives In messages as frames over one
 // stream: the server side is Conn[*ClientMessage, *ServerMessage], a client
 // the reverse. Recv must be called from one goroutine at a time; Send is
@@ -211,6 +245,20 @@ func (c *Conn[In, Out]) Recv() (In, error) {
 func (c *Conn[In, Out]) Send(m Out) error {
 	bp := sendBuffers.Get().(*[]byte)
 	b, err := AppendFrame((*bp)[:0], m)
+	return c.write(bp, b, err)
+}
+
+// SendEncoded writes m, which must be an Out message in its wire form, as
+// one frame with one Write call, like Send.
+func (c *Conn[In, Out]) SendEncoded(m Encoded) error {
+	bp := sendBuffers.Get().(*[]byte)
+	b, err := AppendEncodedFrame((*bp)[:0], m)
+	return c.write(bp, b, err)
+}
+
+// write writes the frame b (unless encoding it failed with err) and gives
+// its buffer back to the pool.
+func (c *Conn[In, Out]) write(bp *[]byte, b []byte, err error) error {
 	if err == nil {
 		c.wmu.Lock()
 		_, err = c.w.Write(b)

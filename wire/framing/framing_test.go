@@ -222,3 +222,55 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// preEncoded is an Encoded holding its bytes, with an optional lie about
+// their length or a failure.
+type preEncoded struct {
+	b    []byte
+	size int
+	err  error
+}
+
+func (p preEncoded) Size() int { return p.size }
+
+func (p preEncoded) AppendTo(b []byte) ([]byte, error) {
+	if p.err != nil {
+		return b, p.err
+	}
+	return append(b, p.b...), nil
+}
+
+// TestSendEncodedIsSend: a message sent in its wire form is the same
+// frame Send writes, and an Encoded that fails or appends another length
+// than its Size writes nothing.
+func TestSendEncodedIsSend(t *testing.T) {
+	t.Parallel()
+	m := getState(7)
+	enc, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent, encoded bytes.Buffer
+	if err := NewConn[*pb.ServerMessage, *pb.ClientMessage](rw{nil, &sent}, 0, nil).Send(m); err != nil {
+		t.Fatal(err)
+	}
+	c := NewConn[*pb.ServerMessage, *pb.ClientMessage](rw{nil, &encoded}, 0, nil)
+	if err := c.SendEncoded(preEncoded{b: enc, size: len(enc)}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sent.Bytes(), encoded.Bytes()) {
+		t.Fatalf("SendEncoded wrote %x, Send %x", encoded.Bytes(), sent.Bytes())
+	}
+	encoded.Reset()
+	var se *EncodedSizeError
+	if err := c.SendEncoded(preEncoded{b: enc, size: len(enc) + 1}); !errors.As(err, &se) || se.Size != len(enc)+1 || se.Wrote != len(enc) {
+		t.Errorf("a size that lies: %v", err)
+	}
+	boom := errors.New("boom")
+	if err := c.SendEncoded(preEncoded{size: 3, err: boom}); !errors.Is(err, boom) {
+		t.Errorf("a failing AppendTo: %v", err)
+	}
+	if encoded.Len() != 0 {
+		t.Errorf("failed sends wrote %x", encoded.Bytes())
+	}
+}

@@ -152,6 +152,35 @@ func (m *msgConn[In, Out]) Send(msg Out) error {
 	if err != nil {
 		return err
 	}
+	return m.write(b)
+}
+
+// encodeBuffers hold SendEncoded's messages while they are written, shared
+// by every connection (as the framing's are): the library is done with a
+// message's bytes when Write returns.
+var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuffer keeps a rare huge message's buffer out of the pool.
+const maxPooledBuffer = 1 << 20
+
+// SendEncoded writes the server message m appends as one binary message,
+// as Send does (dispatch.EncodedSender): a watch update goes out without
+// being built as a message and marshalled for each watch.
+func (m *msgConn[In, Out]) SendEncoded(enc framing.Encoded) error {
+	bp := encodeBuffers.Get().(*[]byte)
+	b, err := enc.AppendTo((*bp)[:0])
+	if err == nil {
+		err = m.write(b)
+	}
+	if cap(b) <= maxPooledBuffer {
+		*bp = b[:0]
+		encodeBuffers.Put(bp)
+	}
+	return err
+}
+
+// write writes b as one binary message within the write timeout.
+func (m *msgConn[In, Out]) write(b []byte) error {
 	ctx, cancel := context.WithTimeout(m.ctx, m.writeTimeout)
 	defer cancel()
 	if err := m.c.Write(ctx, websocket.MessageBinary, b); err != nil {

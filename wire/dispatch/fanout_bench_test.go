@@ -1,0 +1,152 @@
+package dispatch
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keeppeek/statestore/clock"
+	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/watch"
+	"github.com/keeppeek/statestore/wire/framing"
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+)
+
+// countWriter is a session's connection that discards what is written
+// and signals when the awaited number of writes (frames) is reached.
+type countWriter struct {
+	n, target *atomic.Int64
+	done      chan struct{}
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	if c.n.Add(1) == c.target.Load() {
+		c.done <- struct{}{}
+	}
+	return len(p), nil
+}
+
+// registrySink is the registry-only baseline's sink: it counts updates.
+type registrySink countWriter
+
+func (c registrySink) Deliver(m watch.Message) error {
+	if _, ok := m.(*watch.Update); ok {
+		countWriter(c).Write(nil)
+	}
+	return nil
+}
+
+// BenchmarkWireFanout is the specification's full-capacity fan-out (1,024
+// watches over 127 sessions, one 2,193-byte PUT per round matching every
+// watch) three ways in one process: "registry", the watch registry alone
+// with a counting sink (watch.BenchmarkFanout's baseline); "message", each
+// session's sink, outbound queue and framing as before this change, every
+// update built as a ServerMessage and marshalled for its watch; and
+// "encoded", the same with the update's shared part encoded once per
+// event and spliced after each watch's watch_id and watch_sequence. A
+// round ends when all 1,024 updates were written to their connections
+// (which discard them). It reports allocations and bytes per delivered
+// update (from the memory statistics over the whole run) and the p50 round.
+func BenchmarkWireFanout(b *testing.B) {
+	for _, mode := range []string{"registry", "message", "encoded"} {
+		b.Run(mode, func(b *testing.B) { benchWireFanout(b, mode) })
+	}
+}
+
+func benchWireFanout(b *testing.B, mode string) {
+	const watches, sessions = 1024, 127
+	const ns = "service/fanout"
+	reg := watch.NewRegistry(watch.Limits{MaxWatches: watches, MaxPerSession: 16, MaxPerPrincipal: watches}, clock.NewFake(time.Unix(1_750_000_000, 0)))
+	defer reg.Stop()
+	budget := newByteBudget(DefaultMaxQueuedBytes)
+	var n, target atomic.Int64
+	done := make(chan struct{}, 1)
+	cw := countWriter{n: &n, target: &target, done: done}
+	type w struct {
+		s  *watch.Session
+		id string
+	}
+	var ws []w
+	ss := make([]*watch.Session, sessions)
+	var outs []*outbox
+	for i := range ss {
+		if mode == "registry" {
+			ss[i] = reg.OpenSession("p", registrySink(cw))
+			continue
+		}
+		conn := framing.NewConn[*pb.ClientMessage, *pb.ServerMessage](struct {
+			io.Reader
+			io.Writer
+		}{nil, cw}, 0, nil)
+		sess := &session{inflight: map[uint64]struct{}{}}
+		sess.idle.L = &sess.mu
+		sess.out = newOutbox(defaultMaxQueued, 64, budget, conn.Send, func() {})
+		if mode == "encoded" {
+			sess.out.sendEncoded = conn.SendEncoded
+		}
+		budget.join()
+		outs = append(outs, sess.out)
+		go sess.out.run()
+		ss[i] = reg.OpenSession("p", sink{sess})
+	}
+	defer func() {
+		for _, o := range outs {
+			o.close(true)
+		}
+	}()
+	// The snapshots are written too; wait for them before counting.
+	target.Store(map[bool]int64{true: 0, false: watches}[mode == "registry"])
+	for i := range watches {
+		id := fmt.Sprint("w", i)
+		if err := reg.Add(ss[i%sessions], uint64(i+1), id, ns, "intents/", 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w{ss[i%sessions], id})
+	}
+	if mode != "registry" {
+		<-done
+	}
+	n.Store(0)
+	target.Store(0)
+	entry := &materialize.Entry{Namespace: ns, Key: "intents/cam", Schema: "keeppeek.media-intent.v1", Owner: "coordinator",
+		CreatedMs: 1_750_000_000_000, UpdatedMs: 1_750_000_000_000, Document: make([]byte, 2193)}
+	rounds := make([]time.Duration, 0, b.N)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		target.Add(watches)
+		e := *entry
+		e.Revision = uint64(i + 1)
+		start := time.Now()
+		reg.Publish([]watch.Event{{Revision: uint64(i + 1), Kind: watch.Put, Namespace: ns, Key: e.Key, Entry: &e}})
+		<-done
+		rounds = append(rounds, time.Since(start))
+		if (i+1)%16 == 0 {
+			b.StopTimer()
+			for _, x := range ws {
+				if err := reg.Ack(x.s, x.id, uint64(i+1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	if reg.Len() != watches {
+		b.Fatalf("%d watches open, want %d: a buffer overflowed", reg.Len(), watches)
+	}
+	updates := float64(b.N * watches)
+	// The acks outside the timing allocate nothing; the entry copy per
+	// round is the store's, not the fan-out's, and is counted too (2,193
+	// bytes over 1,024 updates: about 2 B each).
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/updates, "allocs/update")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/updates, "B/update")
+	slices.Sort(rounds)
+	b.ReportMetric(float64(rounds[(len(rounds)-1)/2].Nanoseconds()), "round-p50-ns")
+}
