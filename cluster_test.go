@@ -34,6 +34,7 @@ type testCluster struct {
 	dirs   map[string]string
 	nodes  map[string]*statestore.Store
 	mod    []func(*statestore.ClusterOptions)
+	optMod []func(*statestore.Options) // every node's Options (cluster_contract_test.go)
 	clocks map[string]*clock.Fake
 	mu     sync.Mutex
 }
@@ -47,8 +48,15 @@ func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)
 // node ID that clocks names.
 func newTestClusterClocks(t testing.TB, n int, clocks map[string]*clock.Fake, mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
+	return newTestClusterWith(t, n, clocks, nil, mod...)
+}
+
+// newTestClusterWith is newTestClusterClocks with optMod applied to every
+// node's Options.
+func newTestClusterWith(t testing.TB, n int, clocks map[string]*clock.Fake, optMod []func(*statestore.Options), mod ...func(*statestore.ClusterOptions)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, clock: clock.NewFake(t0), net: replica.NewInmemNetwork(), lb: replica.NewLoopback(),
-		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, clocks: clocks}
+		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, optMod: optMod, clocks: clocks}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, statestore.Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
@@ -86,7 +94,11 @@ func (c *testCluster) start(p statestore.Peer) {
 	if c.dirs[p.ID] == "" {
 		c.dirs[p.ID] = c.t.TempDir()
 	}
-	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}, co)
+	opts := statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}
+	for _, m := range c.optMod {
+		m(&opts)
+	}
+	s, err := statestore.OpenCluster(opts, co)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", p.ID, err)
 	}
