@@ -127,7 +127,7 @@ func (h *clusterHome) raftRecords(t testing.TB, ns string) []*journal.Record {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		batch, err := statestore.DecodeEntry(i, l.Data, journal.Limits{})
+		batch, err := statestore.DecodeEntry(i, l.Data, journal.DefaultLimits)
 		if err != nil {
 			t.Fatal(err)
 		}
