@@ -131,7 +131,13 @@ func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 	c.less.bound = cmp.Or(co.LeaderlessAfter, DefaultLeaderlessAfter)
 	if err := openCluster(s, c, co); err != nil {
 		c.shutdown()
-		return nil, s.openFailed(err)
+		ferr := s.openFailed(err)
+		// A refusal of the options (a peer's limits or schemas differ)
+		// keeps its code: retrying the same options cannot help.
+		if se := (*Error)(nil); errors.As(err, &se) && se.Code == InvalidArgument {
+			return nil, err
+		}
+		return nil, ferr
 	}
 	return s, nil
 }
@@ -188,6 +194,11 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		}
 		c.caller = &replica.TCPCaller{TLS: co.TLS}
 		c.unregister = func() { srv.Close() }
+	}
+	// Limits and schemas agree with every peer that answers, before this
+	// node takes part in raft (cluster_agree.go).
+	if err := c.agreeWithPeers(2 * cmp.Or(co.ElectionTimeout, replica.DefaultElectionTimeout)); err != nil {
+		return err
 	}
 	if c.node, err = replica.Start(cfg, c.fsm); err != nil {
 		var ce *replica.ConfigError
@@ -569,6 +580,9 @@ func (cl *Cluster) Members() ([]Member, error) { return cl.c.node.Members() }
 func (cl *Cluster) AddVoter(p Peer) error {
 	if p.ID == "" || p.RaftAddr == "" || p.RPCAddr == "" {
 		return newErr(InvalidArgument, "peer", "a voter needs an ID, a raft address and an RPC address")
+	}
+	if err := cl.c.agreeWithJoiner(p.ID, p.RPCAddr); err != nil {
+		return err
 	}
 	if err := cl.c.node.AddVoter(p.ID, p.RaftAddr, cl.c.wait); err != nil {
 		return wrapErr(Unavailable, "leader", err)
