@@ -618,7 +618,8 @@ type staleKey struct{}
 
 // StaleOK returns a context under which Get serves this node's applied
 // state without asking the leader for its read index: faster, and possibly
-// behind writes acknowledged elsewhere.
+// behind writes acknowledged elsewhere. It is served on a leaderless node
+// too, where every other read is refused.
 func StaleOK(ctx context.Context) context.Context { return context.WithValue(ctx, staleKey{}, true) }
 
 func isStale(ctx context.Context) bool { return ctx.Value(staleKey{}) != nil }
