@@ -62,14 +62,7 @@ func (c *clusterNode) watchLeaderless() {
 		case <-t.C:
 		}
 		now := time.Now()
-		r := c.node.Raft()
-		if r.State() == raft.Leader {
-			l.heard.Store(now.UnixNano())
-		} else if lc := r.LastContact(); lc.UnixNano() > l.heard.Load() {
-			l.heard.Store(lc.UnixNano())
-		}
-		if now.Sub(time.Unix(0, l.heard.Load())) < l.bound {
-			l.since.Store(0)
+		if c.heardLeader(now) {
 			continue
 		}
 		l.since.CompareAndSwap(0, now.UnixNano())
@@ -79,18 +72,39 @@ func (c *clusterNode) watchLeaderless() {
 	}
 }
 
+// heardLeader records raft's latest contact with a leader and reports
+// whether it is within the bound at now, clearing the leaderless mark if
+// so.
+func (c *clusterNode) heardLeader(now time.Time) bool {
+	l := &c.less
+	r := c.node.Raft()
+	if r.State() == raft.Leader {
+		l.heard.Store(now.UnixNano())
+	} else if lc := r.LastContact(); lc.UnixNano() > l.heard.Load() {
+		l.heard.Store(lc.UnixNano())
+	}
+	if now.Sub(time.Unix(0, l.heard.Load())) < l.bound {
+		l.since.Store(0)
+		return true
+	}
+	return false
+}
+
 // refuseLeaderless is the refusal of a write, a linearizable read or a
 // new watch on a node that has heard from no leader for its bound, nil
 // otherwise.
 func (c *clusterNode) refuseLeaderless() error {
-	if c.less.since.Load() == 0 {
+	// A leader heard since the monitor's last tick counts at once: a call
+	// right after the links heal is served.
+	if c.less.since.Load() == 0 || c.heardLeader(time.Now()) {
 		return nil
 	}
 	quiet := time.Since(time.Unix(0, c.less.heard.Load())).Round(time.Millisecond)
 	return newErr(Unavailable, FieldLeaderlessAfter, "this node has heard from no leader for %v (bound %v): it serves only stale reads until one is heard", quiet, c.less.bound)
 }
 
-// Leaderless reports whether this node has heard from no leader for its
-// ClusterOptions.LeaderlessAfter, and so refuses writes, linearizable
-// reads and new watches.
+// Leaderless reports whether this node had heard from no leader for its
+// ClusterOptions.LeaderlessAfter at the monitor's last tick (a tenth of
+// the bound, at most 250 ms ago), and so refuses writes, linearizable
+// reads and new watches unless a leader was heard since.
 func (cl *Cluster) Leaderless() bool { return cl.c.less.since.Load() != 0 }
