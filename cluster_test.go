@@ -2,11 +2,13 @@ package statestore_test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,8 +68,18 @@ func newTestClusterWith(t testing.TB, n int, clocks map[string]*clock.Fake, optM
 		c.start(p)
 	}
 	t.Cleanup(func() {
-		for _, s := range c.all() {
+		// Each node closed is cut off too: a raft call to a closed
+		// in-memory transport waits out its 500 ms timeout, one to a cut
+		// link fails at once (the last node's leadership transfer made
+		// every cluster's cleanup take a second), and the leader goes
+		// last, when its transfer finds nobody.
+		nodes := c.all()
+		slices.SortStableFunc(nodes, func(a, b *statestore.Store) int {
+			return cmp.Compare(b2i(a.Cluster().IsLeader()), b2i(b.Cluster().IsLeader()))
+		})
+		for _, s := range nodes {
 			s.Close()
+			c.net.Isolate(raftAddrOf(c, s))
 		}
 	})
 	for _, s := range c.all() {
@@ -896,4 +908,11 @@ func TestClusterTimeNeverGoesBack(t *testing.T) {
 	if err != nil || e3.ExpiresMs != e1.UpdatedMs+2000 {
 		t.Fatalf("lease at the leader behind = %+v, %v", e3, err)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
