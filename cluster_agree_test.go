@@ -82,10 +82,12 @@ func TestClusterAgreementAtOpen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.leader().Cluster().AddVoter(statestore.Peer{ID: "n4", RaftAddr: "raft-n4", RPCAddr: "rpc-n4"}); err != nil {
+			l := c.leader()
+			if err := l.Cluster().AddVoter(statestore.Peer{ID: "n4", RaftAddr: "raft-n4", RPCAddr: "rpc-n4"}); err != nil {
 				t.Fatalf("an identical node's AddVoter: %v", err)
 			}
-			if m, _ := s.Cluster().Members(); len(m) != 4 {
+			// The leader's configuration: n4 learns it a heartbeat later.
+			if m, _ := l.Cluster().Members(); s == nil || len(m) != 4 {
 				t.Fatalf("members after the join: %+v", m)
 			}
 		})
