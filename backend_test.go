@@ -16,8 +16,9 @@ import (
 
 // The contract both homes of a namespace keep (backend.go): the same
 // compare-and-set forms, quotas, TTL rules, and watch snapshot and
-// updates, whether the namespace lives in the journal or in config.toml.
-// Every case runs against both; what differs by home is in the case.
+// updates, whether the namespace lives in the journal or in config.toml,
+// or in a cluster's replicated journal, at its leader or at a follower.
+// Every case runs against each; what differs by home is in the case.
 
 // contractNS is journal-backed in a plain store and settings-backed in
 // one opened on testdata/settings-config.toml, which declares it.
@@ -28,18 +29,26 @@ type home struct {
 	name string
 	open func(t *testing.T, mod ...func(*statestore.Options)) *fixture
 	// files is what a refused write must leave unchanged on disk: the
-	// journal's record count, or config.toml's bytes.
+	// journal's record count, config.toml's bytes, or a cluster's applied
+	// raft indexes.
 	files func(f *fixture) string
+	// cluster is set for a node of a 3-node cluster (cluster_contract_test.go).
+	cluster bool
 }
 
-var homes = []home{
-	{
-		name: "journal",
-		open: func(t *testing.T, mod ...func(*statestore.Options)) *fixture { return newFixture(t, mod...) },
-		files: func(f *fixture) string {
-			return fmt.Sprint(f.s.JournalStats().Records)
-		},
+var journalHome = home{
+	name: "journal",
+	open: func(t *testing.T, mod ...func(*statestore.Options)) *fixture { return newFixture(t, mod...) },
+	files: func(f *fixture) string {
+		return fmt.Sprint(f.s.JournalStats().Records)
 	},
+}
+
+// storeHomes hold a namespace of any name; homes adds config.toml's.
+var storeHomes = append([]home{journalHome}, clusterHomes...)
+
+var homes = append([]home{
+	journalHome,
 	{
 		name: "settings",
 		open: func(t *testing.T, mod ...func(*statestore.Options)) *fixture {
@@ -53,7 +62,7 @@ var homes = []home{
 			return string(b)
 		},
 	},
-}
+}, clusterHomes...)
 
 // eachHome runs fn as one parallel subtest per home.
 func eachHome(t *testing.T, fn func(t *testing.T, h home)) {

@@ -153,56 +153,58 @@ func TestQuotaNamespaceCount(t *testing.T) {
 // forbidden content are rejected with the right code, naming the field.
 func TestScenario7Rejections(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	big := `{"role":"subscribe","desired":true,"source_id":"cam","media_kind":"video","parameters":{"transcoder.note":"` + strings.Repeat("word ", 3400) + `"}}`
-	jpeg := "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAAMCAgMCAgMDAwMEAwMEBQgFBQQEBQoHBwYIDAoMDAsKCwsNDhIQDQ4RDgsLEBYQERMUFRUVDA8XGBYUGBIUFRT/2wBDAQMEBAUEBQkFBQkUDQsNFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBT/wAARCAABAAEDASIAAhEBAxEB"
-	const pub = `"role":"publish","desired":true,"source_id":"front-door","media_kind":"video"`
-	tests := []struct {
-		name   string
-		schema string
-		doc    string
-		code   statestore.Code
-		field  string
-	}{
-		{"document over 16 KiB", schema.MediaIntentV1, big, statestore.ValueTooLarge, "document"},
-		{"unregistered schema", "keeppeek.cookies.v1", `{}`, statestore.SchemaInvalid, "schema"},
-		{"not JSON", schema.MediaIntentV1, `role=publish`, statestore.SchemaInvalid, "$"},
-		{"array document", schema.MediaIntentV1, `[1,2]`, statestore.SchemaInvalid, "$"},
-		{"missing role", schema.MediaIntentV1, `{"desired":true,"source_id":"a","media_kind":"video"}`, statestore.SchemaInvalid, "$.role"},
-		{"missing desired", schema.MediaIntentV1, `{"role":"subscribe","source_id":"a","media_kind":"video"}`, statestore.SchemaInvalid, "$.desired"},
-		{"missing source_id", schema.MediaIntentV1, `{"role":"subscribe","desired":true,"media_kind":"video"}`, statestore.SchemaInvalid, "$.source_id"},
-		{"missing media_kind", schema.MediaIntentV1, `{"role":"subscribe","desired":true,"source_id":"a"}`, statestore.SchemaInvalid, "$.media_kind"},
-		{"publish without recording_mode", schema.MediaIntentV1, `{` + pub + `}`, statestore.SchemaInvalid, "$.recording_mode"},
-		{"unknown recording_mode", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"sometimes"}`, statestore.SchemaInvalid, "$.recording_mode"},
-		{"source-session ID", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","source_session_id":"s-8812"}`, statestore.SchemaInvalid, "$.source_session_id"},
-		{"RTP MID", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","rtp_mid":"0"}`, statestore.SchemaInvalid, "$.rtp_mid"},
-		{"password field", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"camera.password":"hunter2"}}`, statestore.SchemaInvalid, "$.parameters[\"camera.password\"]"},
-		{"cookie", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"web.cookie":"sid=abc"}}`, statestore.SchemaInvalid, "$.parameters[\"web.cookie\"]"},
-		{"PEM block", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"tls.cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"}}`, statestore.SchemaInvalid, "$.parameters[\"tls.cert\"]"},
-		{"raw SDP", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"webrtc.offer":"v=0\r\no=- 46117 2 IN IP4 127.0.0.1\r\ns=-\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:0\r\n"}}`, statestore.SchemaInvalid, "$.parameters[\"webrtc.offer\"]"},
-		{"base64 JPEG", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"ui.thumbnail":"` + jpeg + `"}}`, statestore.SchemaInvalid, "$.parameters[\"ui.thumbnail\"]"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := f.s.Put(ctx, admin, statestore.PutRequest{Namespace: "service/s1", Key: "intent", Schema: tc.schema, Document: []byte(tc.doc)})
-			se := wantCode(t, err, tc.code, tc.field)
-			if !strings.Contains(se.Error(), tc.field) {
-				t.Fatalf("message %q does not name %q", se, tc.field)
-			}
-			// The JSON path is the Field; the message must not say it again.
-			if strings.HasPrefix(tc.field, "$") && strings.Count(se.Error(), tc.field) != 1 {
-				t.Fatalf("message %q names %q more than once", se, tc.field)
-			}
-			if tc.code == statestore.SchemaInvalid && !strings.Contains(se.Error(), tc.schema) {
-				t.Fatalf("message %q does not name the schema %q", se, tc.schema)
-			}
-		})
-	}
-	if n, _, _ := f.s.Usage(); n != 0 {
-		t.Fatalf("%d rejected documents were stored", n)
-	}
-	// The specification's own example is accepted.
-	f.mustPut(admin, "service/s1", "intent", intentDoc(t))
+	eachStoreHome(t, func(t *testing.T, h home) {
+		f := h.open(t)
+		big := `{"role":"subscribe","desired":true,"source_id":"cam","media_kind":"video","parameters":{"transcoder.note":"` + strings.Repeat("word ", 3400) + `"}}`
+		jpeg := "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAAMCAgMCAgMDAwMEAwMEBQgFBQQEBQoHBwYIDAoMDAsKCwsNDhIQDQ4RDgsLEBYQERMUFRUVDA8XGBYUGBIUFRT/2wBDAQMEBAUEBQkFBQkUDQsNFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBT/wAARCAABAAEDASIAAhEBAxEB"
+		const pub = `"role":"publish","desired":true,"source_id":"front-door","media_kind":"video"`
+		tests := []struct {
+			name   string
+			schema string
+			doc    string
+			code   statestore.Code
+			field  string
+		}{
+			{"document over 16 KiB", schema.MediaIntentV1, big, statestore.ValueTooLarge, "document"},
+			{"unregistered schema", "keeppeek.cookies.v1", `{}`, statestore.SchemaInvalid, "schema"},
+			{"not JSON", schema.MediaIntentV1, `role=publish`, statestore.SchemaInvalid, "$"},
+			{"array document", schema.MediaIntentV1, `[1,2]`, statestore.SchemaInvalid, "$"},
+			{"missing role", schema.MediaIntentV1, `{"desired":true,"source_id":"a","media_kind":"video"}`, statestore.SchemaInvalid, "$.role"},
+			{"missing desired", schema.MediaIntentV1, `{"role":"subscribe","source_id":"a","media_kind":"video"}`, statestore.SchemaInvalid, "$.desired"},
+			{"missing source_id", schema.MediaIntentV1, `{"role":"subscribe","desired":true,"media_kind":"video"}`, statestore.SchemaInvalid, "$.source_id"},
+			{"missing media_kind", schema.MediaIntentV1, `{"role":"subscribe","desired":true,"source_id":"a"}`, statestore.SchemaInvalid, "$.media_kind"},
+			{"publish without recording_mode", schema.MediaIntentV1, `{` + pub + `}`, statestore.SchemaInvalid, "$.recording_mode"},
+			{"unknown recording_mode", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"sometimes"}`, statestore.SchemaInvalid, "$.recording_mode"},
+			{"source-session ID", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","source_session_id":"s-8812"}`, statestore.SchemaInvalid, "$.source_session_id"},
+			{"RTP MID", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","rtp_mid":"0"}`, statestore.SchemaInvalid, "$.rtp_mid"},
+			{"password field", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"camera.password":"hunter2"}}`, statestore.SchemaInvalid, "$.parameters[\"camera.password\"]"},
+			{"cookie", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"web.cookie":"sid=abc"}}`, statestore.SchemaInvalid, "$.parameters[\"web.cookie\"]"},
+			{"PEM block", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"tls.cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"}}`, statestore.SchemaInvalid, "$.parameters[\"tls.cert\"]"},
+			{"raw SDP", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"webrtc.offer":"v=0\r\no=- 46117 2 IN IP4 127.0.0.1\r\ns=-\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:0\r\n"}}`, statestore.SchemaInvalid, "$.parameters[\"webrtc.offer\"]"},
+			{"base64 JPEG", schema.MediaIntentV1, `{` + pub + `,"recording_mode":"inherit","parameters":{"ui.thumbnail":"` + jpeg + `"}}`, statestore.SchemaInvalid, "$.parameters[\"ui.thumbnail\"]"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := f.s.Put(ctx, admin, statestore.PutRequest{Namespace: "service/s1", Key: "intent", Schema: tc.schema, Document: []byte(tc.doc)})
+				se := wantCode(t, err, tc.code, tc.field)
+				if !strings.Contains(se.Error(), tc.field) {
+					t.Fatalf("message %q does not name %q", se, tc.field)
+				}
+				// The JSON path is the Field; the message must not say it again.
+				if strings.HasPrefix(tc.field, "$") && strings.Count(se.Error(), tc.field) != 1 {
+					t.Fatalf("message %q names %q more than once", se, tc.field)
+				}
+				if tc.code == statestore.SchemaInvalid && !strings.Contains(se.Error(), tc.schema) {
+					t.Fatalf("message %q does not name the schema %q", se, tc.schema)
+				}
+			})
+		}
+		if n, _, _ := f.s.Usage(); n != 0 {
+			t.Fatalf("%d rejected documents were stored", n)
+		}
+		// The specification's own example is accepted.
+		f.mustPut(admin, "service/s1", "intent", intentDoc(t))
+	})
 }
 
 // fullDiskReserve is the reserve the full-disk tests give their store: a

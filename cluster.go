@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -74,6 +75,11 @@ type ClusterOptions struct {
 	// TrailingLogs is how many entries a raft snapshot leaves in the log;
 	// 0 is raft's default (10,240).
 	TrailingLogs uint64
+	// LeaderlessAfter is how long a node may hear from no leader before it
+	// closes its watches with UNAVAILABLE and refuses writes,
+	// linearizable reads and new watches (cluster_leaderless.go); 0 is
+	// DefaultLeaderlessAfter, negative is refused.
+	LeaderlessAfter time.Duration
 
 	// LogStore and StableStore hold the raft log and its votes; nil means
 	// raft.InmemStore (nothing survives a restart, and then the snapshots
@@ -107,6 +113,9 @@ func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 	if co.RPCAddr == "" {
 		return nil, newErr(InvalidArgument, "RPCAddr", "a cluster node needs an address for forwarded calls")
 	}
+	if co.LeaderlessAfter < 0 {
+		return nil, newErr(InvalidArgument, "LeaderlessAfter", "%v is negative (0 means %v)", co.LeaderlessAfter, DefaultLeaderlessAfter)
+	}
 	rpcs := map[string]string{}
 	for i, p := range co.Peers {
 		if p.RPCAddr == "" {
@@ -119,9 +128,16 @@ func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 		return nil, err
 	}
 	c := &clusterNode{s: s, rpcs: rpcs, self: co.NodeID, quit: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	c.less.bound = cmp.Or(co.LeaderlessAfter, DefaultLeaderlessAfter)
 	if err := openCluster(s, c, co); err != nil {
 		c.shutdown()
-		return nil, s.openFailed(err)
+		ferr := s.openFailed(err)
+		// A refusal of the options (a peer's limits or schemas differ)
+		// keeps its code: retrying the same options cannot help.
+		if se := (*Error)(nil); errors.As(err, &se) && se.Code == InvalidArgument {
+			return nil, err
+		}
+		return nil, ferr
 	}
 	return s, nil
 }
@@ -179,6 +195,11 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		c.caller = &replica.TCPCaller{TLS: co.TLS}
 		c.unregister = func() { srv.Close() }
 	}
+	// Limits and schemas agree with every peer that answers, before this
+	// node takes part in raft (cluster_agree.go).
+	if err := c.agreeWithPeers(2 * cmp.Or(co.ElectionTimeout, replica.DefaultElectionTimeout)); err != nil {
+		return err
+	}
 	if c.node, err = replica.Start(cfg, c.fsm); err != nil {
 		var ce *replica.ConfigError
 		if errors.As(err, &ce) {
@@ -191,6 +212,9 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	go s.leases.run()
 	go c.leaderLoop()
 	go c.awaitReady()
+	c.less.heard.Store(time.Now().UnixNano())
+	c.less.done = make(chan struct{})
+	go c.watchLeaderless()
 	return nil
 }
 
@@ -214,6 +238,8 @@ type clusterNode struct {
 	term    atomic.Uint64
 	// lastStamp is the latest time a batch was stamped with here.
 	lastStamp atomic.Int64
+	// less is when a leader was last heard (cluster_leaderless.go).
+	less leaderless
 
 	quit     chan struct{}
 	done     chan struct{}
@@ -304,10 +330,9 @@ func (c *clusterNode) awaitReady() {
 			close(c.ready)
 			return
 		}
-		select {
-		case <-c.quit:
+		// A leaderless node refuses at once: wait before asking again.
+		if c.pause(context.Background()) != nil {
 			return
-		default:
 		}
 	}
 }
@@ -379,6 +404,9 @@ func isForwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) !=
 func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), req *fwdRequest) (Entry, error) {
 	deadline := time.Now().Add(c.wait)
 	for {
+		if err := c.refuseLeaderless(); err != nil {
+			return Entry{}, err
+		}
 		if c.leaderReady() {
 			e, err := local()
 			if !retryable(err) {
@@ -390,13 +418,12 @@ func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), re
 			case err != nil && sent:
 				return Entry{}, err
 			case err == nil && !retryable(resp.err()):
-				// A write answers at once: a linearizable read here waits
-				// for the leader's read index, which covers it, so only an
-				// expiry (which Get re-reads locally right after) waits.
-				if req.Verb == verbExpire {
-					if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
-						return Entry{}, werr
-					}
+				// The answer waits until this node has applied what the
+				// leader had when it answered: a caller reads its own
+				// write (and an expiry Get re-reads locally) here, in
+				// Namespace and Usage too, not only through a read index.
+				if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
+					return Entry{}, werr
 				}
 				return resp.entry(), resp.err()
 			}
@@ -436,6 +463,9 @@ func (c *clusterNode) expireIfLeader() error {
 func (c *clusterNode) linearize(ctx context.Context) error {
 	deadline := time.Now().Add(c.wait)
 	for {
+		if err := c.refuseLeaderless(); err != nil {
+			return err
+		}
 		if c.leaderReady() {
 			if idx, err := c.localReadIndex(); err == nil {
 				return c.waitApplied(ctx, idx)
@@ -503,6 +533,9 @@ func (c *clusterNode) shutdown() error {
 			_ = c.node.TransferLeadership("")
 		}
 		close(c.quit)
+		if c.less.done != nil {
+			<-c.less.done
+		}
 		if c.node != nil {
 			err = c.node.Shutdown()
 			<-c.done
@@ -548,6 +581,9 @@ func (cl *Cluster) AddVoter(p Peer) error {
 	if p.ID == "" || p.RaftAddr == "" || p.RPCAddr == "" {
 		return newErr(InvalidArgument, "peer", "a voter needs an ID, a raft address and an RPC address")
 	}
+	if err := cl.c.agreeWithJoiner(p.ID, p.RPCAddr); err != nil {
+		return err
+	}
 	if err := cl.c.node.AddVoter(p.ID, p.RaftAddr, cl.c.wait); err != nil {
 		return wrapErr(Unavailable, "leader", err)
 	}
@@ -582,7 +618,8 @@ type staleKey struct{}
 
 // StaleOK returns a context under which Get serves this node's applied
 // state without asking the leader for its read index: faster, and possibly
-// behind writes acknowledged elsewhere.
+// behind writes acknowledged elsewhere. It is served on a leaderless node
+// too, where every other read is refused.
 func StaleOK(ctx context.Context) context.Context { return context.WithValue(ctx, staleKey{}, true) }
 
 func isStale(ctx context.Context) bool { return ctx.Value(staleKey{}) != nil }

@@ -2,11 +2,13 @@ package statestore_test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +36,7 @@ type testCluster struct {
 	dirs   map[string]string
 	nodes  map[string]*statestore.Store
 	mod    []func(*statestore.ClusterOptions)
+	optMod []func(*statestore.Options) // every node's Options (cluster_contract_test.go)
 	clocks map[string]*clock.Fake
 	mu     sync.Mutex
 }
@@ -47,8 +50,15 @@ func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)
 // node ID that clocks names.
 func newTestClusterClocks(t testing.TB, n int, clocks map[string]*clock.Fake, mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
+	return newTestClusterWith(t, n, clocks, nil, mod...)
+}
+
+// newTestClusterWith is newTestClusterClocks with optMod applied to every
+// node's Options.
+func newTestClusterWith(t testing.TB, n int, clocks map[string]*clock.Fake, optMod []func(*statestore.Options), mod ...func(*statestore.ClusterOptions)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, clock: clock.NewFake(t0), net: replica.NewInmemNetwork(), lb: replica.NewLoopback(),
-		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, clocks: clocks}
+		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, optMod: optMod, clocks: clocks}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, statestore.Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
@@ -58,8 +68,18 @@ func newTestClusterClocks(t testing.TB, n int, clocks map[string]*clock.Fake, mo
 		c.start(p)
 	}
 	t.Cleanup(func() {
-		for _, s := range c.all() {
+		// Each node closed is cut off too: a raft call to a closed
+		// in-memory transport waits out its 500 ms timeout, one to a cut
+		// link fails at once (the last node's leadership transfer made
+		// every cluster's cleanup take a second), and the leader goes
+		// last, when its transfer finds nobody.
+		nodes := c.all()
+		slices.SortStableFunc(nodes, func(a, b *statestore.Store) int {
+			return cmp.Compare(b2i(a.Cluster().IsLeader()), b2i(b.Cluster().IsLeader()))
+		})
+		for _, s := range nodes {
 			s.Close()
+			c.net.Isolate(raftAddrOf(c, s))
 		}
 	})
 	for _, s := range c.all() {
@@ -86,7 +106,11 @@ func (c *testCluster) start(p statestore.Peer) {
 	if c.dirs[p.ID] == "" {
 		c.dirs[p.ID] = c.t.TempDir()
 	}
-	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}, co)
+	opts := statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}
+	for _, m := range c.optMod {
+		m(&opts)
+	}
+	s, err := statestore.OpenCluster(opts, co)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", p.ID, err)
 	}
@@ -884,4 +908,11 @@ func TestClusterTimeNeverGoesBack(t *testing.T) {
 	if err != nil || e3.ExpiresMs != e1.UpdatedMs+2000 {
 		t.Fatalf("lease at the leader behind = %+v, %v", e3, err)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -167,9 +167,13 @@
 // forward writes to the leader and read linearizably through its read
 // index (StaleOK reads locally); only the leader expires leases. The rules
 // of time, leases and outcomes, and how a test builds a cluster in one
-// process, are in replica's package comment. Settings-backed namespaces
-// and Restore are refused in cluster mode; Checkpoint takes a raft
-// snapshot.
+// process, are in replica's package comment, with the two rules a node
+// keeps against its peers: one that has heard from no leader for
+// ClusterOptions.LeaderlessAfter closes its watches UNAVAILABLE and
+// refuses all but StaleOK reads (cluster_leaderless.go); one whose limits
+// or schemas differ from a peer's is refused at open or at AddVoter
+// (cluster_agree.go). Settings-backed namespaces and Restore are refused
+// in cluster mode; Checkpoint takes a raft snapshot.
 //
 // # Invariants
 //

@@ -29,3 +29,7 @@ func WaitCheckpoints(s *Store) { s.ckpt.wg.Wait() }
 // JournalAfterImage is the journal bytes after s's newest checkpoint
 // image, which the checkpoint trigger compares with its threshold.
 func JournalAfterImage(s *Store) int64 { return s.ckpt.journalAfterImage() }
+
+// DecodeEntry decodes the records of the store's raft entry at index, so
+// a test can read a cluster's commit order from its raft log.
+var DecodeEntry = decodeEntry

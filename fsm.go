@@ -430,6 +430,9 @@ func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("forwarded request does not decode: %w", err)
 	}
+	if req.Verb == verbAgree {
+		return c.answerAgreement()
+	}
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	s := c.s
 	p := principalOf(req.Principal)

@@ -47,6 +47,9 @@ type fixture struct {
 	clock *clock.Fake
 	opts  statestore.Options
 	s     *statestore.Store
+	// node is set when s is one node of a cluster (cluster_contract_test.go):
+	// open restarts that node instead of opening a single store.
+	node *clusterHome
 }
 
 func newFixture(t testing.TB, mod ...func(*statestore.Options)) *fixture {
@@ -77,6 +80,10 @@ func (f *fixture) journalFirst() uint64 {
 
 func (f *fixture) open() {
 	f.t.Helper()
+	if f.node != nil {
+		f.s = f.node.restart(f.t)
+		return
+	}
 	s, err := statestore.Open(f.opts)
 	if err != nil {
 		f.t.Fatalf("open: %v", err)

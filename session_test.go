@@ -121,46 +121,48 @@ func (f *fixture) watch(ss *statestore.Session, id, ns, prefix string) statestor
 // sequence skip.
 func TestScenario2LeaseExpiryReachesEveryWatcher(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ns := "service/transcoder-a"
-	lease, err := f.lease(admin, ns, "leases/front-door", statestore.CreateOnly, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leaseWatchers []*chanSink
-	for i := 0; i < 3; i++ {
-		ss, sink := f.session(admin)
-		res := f.watch(ss, "leases", ns, "leases/")
-		if len(res.Entries) != 1 || res.SnapshotRevision != lease.Revision {
-			t.Fatalf("snapshot %+v", res)
+	eachStoreHome(t, func(t *testing.T, h home) {
+		f := h.open(t)
+		ns := "service/transcoder-a"
+		lease, err := f.lease(admin, ns, "leases/front-door", statestore.CreateOnly, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
 		}
-		leaseWatchers = append(leaseWatchers, sink)
-	}
-	ss, other := f.session(admin)
-	f.watch(ss, "intents", ns, "intents/")
-	i1 := f.mustPut(admin, ns, "intents/a", docN(1))
-	if u := other.nextUpdate(t); u.Sequence != 1 || u.Revision != i1.Revision {
-		t.Fatalf("first intent update %+v", u)
-	}
-	for _, s := range leaseWatchers {
-		s.empty(t) // an intent write is not a lease watcher's business
-	}
-	// The lease lapses: the expiry timer commits the EXPIRE on its own.
-	f.clock.Advance(5 * time.Second)
-	for _, s := range leaseWatchers {
-		u := s.nextUpdate(t)
-		if u.Kind != watch.Expire || u.Key != "leases/front-door" || u.Sequence != 1 || u.Revision != i1.Revision+1 {
-			t.Fatalf("expire update %+v", u)
+		var leaseWatchers []*chanSink
+		for i := 0; i < 3; i++ {
+			ss, sink := f.session(admin)
+			res := f.watch(ss, "leases", ns, "leases/")
+			if len(res.Entries) != 1 || res.SnapshotRevision != lease.Revision {
+				t.Fatalf("snapshot %+v", res)
+			}
+			leaseWatchers = append(leaseWatchers, sink)
 		}
-	}
-	i2 := f.mustPut(admin, ns, "intents/b", docN(2))
-	u := other.nextUpdate(t)
-	if u.Sequence != 2 || u.Revision != i2.Revision || u.Revision != i1.Revision+2 {
-		t.Fatalf("other prefix: %+v — want sequence 2 (no gap) at revision %d (a skip past the EXPIRE)", u, i1.Revision+2)
-	}
-	for _, s := range leaseWatchers {
-		s.empty(t) // exactly one EXPIRE each
-	}
+		ss, other := f.session(admin)
+		f.watch(ss, "intents", ns, "intents/")
+		i1 := f.mustPut(admin, ns, "intents/a", docN(1))
+		if u := other.nextUpdate(t); u.Sequence != 1 || u.Revision != i1.Revision {
+			t.Fatalf("first intent update %+v", u)
+		}
+		for _, s := range leaseWatchers {
+			s.empty(t) // an intent write is not a lease watcher's business
+		}
+		// The lease lapses: the expiry timer commits the EXPIRE on its own.
+		f.clock.Advance(5 * time.Second)
+		for _, s := range leaseWatchers {
+			u := s.nextUpdate(t)
+			if u.Kind != watch.Expire || u.Key != "leases/front-door" || u.Sequence != 1 || u.Revision != i1.Revision+1 {
+				t.Fatalf("expire update %+v", u)
+			}
+		}
+		i2 := f.mustPut(admin, ns, "intents/b", docN(2))
+		u := other.nextUpdate(t)
+		if u.Sequence != 2 || u.Revision != i2.Revision || u.Revision != i1.Revision+2 {
+			t.Fatalf("other prefix: %+v — want sequence 2 (no gap) at revision %d (a skip past the EXPIRE)", u, i1.Revision+2)
+		}
+		for _, s := range leaseWatchers {
+			s.empty(t) // exactly one EXPIRE each
+		}
+	})
 }
 
 // TestScenario3WatchDuringWrites hammers watch registration against
@@ -170,162 +172,169 @@ func TestScenario2LeaseExpiryReachesEveryWatcher(t *testing.T) {
 // with contiguous sequences.
 func TestScenario3WatchDuringWrites(t *testing.T) {
 	t.Parallel()
-	// No checkpoints: the whole journal is the reference history.
-	f := newFixture(t, func(o *statestore.Options) {
-		o.Limits.MaxWatches, o.Limits.MaxWatchesPerSession, o.CheckpointBytes = 4096, 4096, -1
-	})
-	const ns = "group/hammer"
-	var stop atomic.Bool
-	var writers sync.WaitGroup
-	for w := 0; w < 6; w++ {
-		writers.Add(1)
-		go func(w int) {
-			defer writers.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for i := 0; !stop.Load(); i++ {
-				key := fmt.Sprintf("%s/k%d", []string{"a", "b"}[rng.IntN(2)], rng.IntN(8))
-				if rng.IntN(4) == 0 {
-					f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: ns, Key: key})
-				} else if _, err := f.put(admin, ns, key, docN(w*100000+i), statestore.Expect{}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}(w)
-	}
-	type history struct {
-		prefix string
-		snap   statestore.WatchResult
-		msgs   []watch.Message
-	}
-	var (
-		mu        sync.Mutex
-		histories []*history
-	)
-	iterations := 2000
-	if testing.Short() {
-		iterations = 300
-	}
-	var watchers sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		watchers.Add(1)
-		go func(g int) {
-			defer watchers.Done()
-			for i := 0; i < iterations/4; i++ {
-				sink := newSink()
-				ss, err := f.s.OpenSession(admin, sink)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				h := &history{prefix: []string{"a/", "b/", ""}[i%3]}
-				h.snap, err = f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: ns, KeyPrefix: h.prefix})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				// Collect a few updates (acknowledging them), then disconnect.
-				for n := 0; n < 1+i%4; n++ {
-					select {
-					case m := <-sink.ch:
-						h.msgs = append(h.msgs, m)
-						if u, ok := m.(*watch.Update); ok {
-							f.s.Ack(ss, "w", u.Sequence)
-						}
-					case <-time.After(time.Second):
-						n = 99
+	eachStoreHome(t, func(t *testing.T, h home) {
+		// No checkpoints: the whole journal is the reference history.
+		f := h.open(t, func(o *statestore.Options) {
+			o.Limits.MaxWatches, o.Limits.MaxWatchesPerSession, o.CheckpointBytes = 4096, 4096, -1
+		})
+		const ns = "group/hammer"
+		var stop atomic.Bool
+		var writers sync.WaitGroup
+		for w := 0; w < 6; w++ {
+			writers.Add(1)
+			go func(w int) {
+				defer writers.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 1))
+				for i := 0; !stop.Load(); i++ {
+					key := fmt.Sprintf("%s/k%d", []string{"a", "b"}[rng.IntN(2)], rng.IntN(8))
+					if rng.IntN(4) == 0 {
+						f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: ns, Key: key})
+					} else if _, err := f.put(admin, ns, key, docN(w*100000+i), statestore.Expect{}); err != nil {
+						t.Error(err)
+						return
 					}
 				}
-				ss.Close()
-				mu.Lock()
-				histories = append(histories, h)
-				mu.Unlock()
-			}
-		}(g)
-	}
-	watchers.Wait()
-	stop.Store(true)
-	writers.Wait()
-	f.s.Close()
-	f.s = nil
+			}(w)
+		}
+		type history struct {
+			prefix string
+			snap   statestore.WatchResult
+			msgs   []watch.Message
+		}
+		var (
+			mu        sync.Mutex
+			histories []*history
+		)
+		iterations := 2000
+		if testing.Short() {
+			iterations = 300
+		}
+		var watchers sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			watchers.Add(1)
+			go func(g int) {
+				defer watchers.Done()
+				for i := 0; i < iterations/4; i++ {
+					sink := newSink()
+					ss, err := f.s.OpenSession(admin, sink)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					h := &history{prefix: []string{"a/", "b/", ""}[i%3]}
+					h.snap, err = f.s.Watch(ctx, ss, statestore.WatchRequest{WatchID: "w", Namespace: ns, KeyPrefix: h.prefix})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					// Collect a few updates (acknowledging them), then disconnect.
+					for n := 0; n < 1+i%4; n++ {
+						select {
+						case m := <-sink.ch:
+							h.msgs = append(h.msgs, m)
+							if u, ok := m.(*watch.Update); ok {
+								f.s.Ack(ss, "w", u.Sequence)
+							}
+						case <-time.After(time.Second):
+							n = 99
+						}
+					}
+					ss.Close()
+					mu.Lock()
+					histories = append(histories, h)
+					mu.Unlock()
+				}
+			}(g)
+		}
+		watchers.Wait()
+		stop.Store(true)
+		writers.Wait()
+		f.s.Close()
+		f.s = nil
 
-	// The journal is the commit order: rebuild the namespace's states.
-	var recs []*journal.Record
-	journal.ReplayDir(filepath.Join(f.dir, statestore.StoreDirName, "journal"), 1, 0, journal.Limits{}, func(_ uint64, r *journal.Record) error {
-		if r.Namespace == ns {
-			recs = append(recs, r)
+		// The journal (a cluster's raft log) is the commit order: rebuild
+		// the namespace's states.
+		var recs []*journal.Record
+		if f.node != nil {
+			recs = f.node.raftRecords(t, ns)
+		} else {
+			journal.ReplayDir(filepath.Join(f.dir, statestore.StoreDirName, "journal"), 1, 0, journal.Limits{}, func(_ uint64, r *journal.Record) error {
+				if r.Namespace == ns {
+					recs = append(recs, r)
+				}
+				return nil
+			})
 		}
-		return nil
+		byRev := map[uint64]int{} // namespace revision -> position in recs
+		for i, r := range recs {
+			byRev[r.Revision] = i
+		}
+		// Snapshots: the namespace exactly at each SnapshotRevision, built by
+		// applying the journal once, in revision order.
+		sort.Slice(histories, func(i, j int) bool { return histories[i].snap.SnapshotRevision < histories[j].snap.SnapshotRevision })
+		v := materialize.New()
+		applied := 0
+		for hi, h := range histories {
+			for applied < len(recs) && recs[applied].Revision <= h.snap.SnapshotRevision {
+				v.Apply(recs[applied])
+				applied++
+			}
+			var want []string
+			v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool {
+				want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision))
+				return true
+			})
+			var got []string
+			for _, e := range h.snap.Entries {
+				got = append(got, fmt.Sprintf("%s@%d", e.Key, e.Revision))
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("history %d: snapshot at %d is %v, the journal says %v", hi, h.snap.SnapshotRevision, got, want)
+			}
+		}
+		verified := 0
+		for hi, h := range histories {
+			// Updates: the matching records after the snapshot, in order, once.
+			var expected []*journal.Record
+			start := 0
+			if h.snap.SnapshotRevision > 0 {
+				start = byRev[h.snap.SnapshotRevision] + 1
+			}
+			for _, r := range recs[start:] {
+				if len(expected) == len(h.msgs) {
+					break // no history holds more updates than messages
+				}
+				if strings.HasPrefix(r.Key, h.prefix) {
+					expected = append(expected, r)
+				}
+			}
+			seq := 0
+			for _, m := range h.msgs {
+				u, ok := m.(*watch.Update)
+				if !ok {
+					continue
+				}
+				if int(u.Sequence) != seq+1 {
+					t.Fatalf("history %d: sequence %d after %d", hi, u.Sequence, seq)
+				}
+				if seq >= len(expected) {
+					t.Fatalf("history %d: update %+v beyond the journal", hi, u)
+				}
+				r := expected[seq]
+				if u.Revision != r.Revision || u.Key != r.Key || u.Kind.String() != r.Kind.String() {
+					t.Fatalf("history %d: update %d is %s %s@%d, journal has %s %s@%d", hi, u.Sequence, u.Kind, u.Key, u.Revision, r.Kind, r.Key, r.Revision)
+				}
+				if u.Revision <= h.snap.SnapshotRevision {
+					t.Fatalf("history %d: update at revision %d is already in the snapshot at %d", hi, u.Revision, h.snap.SnapshotRevision)
+				}
+				seq++
+			}
+			verified += seq
+		}
+		if len(histories) != iterations/4*4 || verified < len(histories)/4 {
+			t.Fatalf("%d histories recorded, %d updates verified: the hammer checked too little", len(histories), verified)
+		}
 	})
-	byRev := map[uint64]int{} // namespace revision -> position in recs
-	for i, r := range recs {
-		byRev[r.Revision] = i
-	}
-	// Snapshots: the namespace exactly at each SnapshotRevision, built by
-	// applying the journal once, in revision order.
-	sort.Slice(histories, func(i, j int) bool { return histories[i].snap.SnapshotRevision < histories[j].snap.SnapshotRevision })
-	v := materialize.New()
-	applied := 0
-	for hi, h := range histories {
-		for applied < len(recs) && recs[applied].Revision <= h.snap.SnapshotRevision {
-			v.Apply(recs[applied])
-			applied++
-		}
-		var want []string
-		v.Ascend(ns, h.prefix, func(e *materialize.Entry) bool {
-			want = append(want, fmt.Sprintf("%s@%d", e.Key, e.Revision))
-			return true
-		})
-		var got []string
-		for _, e := range h.snap.Entries {
-			got = append(got, fmt.Sprintf("%s@%d", e.Key, e.Revision))
-		}
-		if strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Fatalf("history %d: snapshot at %d is %v, the journal says %v", hi, h.snap.SnapshotRevision, got, want)
-		}
-	}
-	verified := 0
-	for hi, h := range histories {
-		// Updates: the matching records after the snapshot, in order, once.
-		var expected []*journal.Record
-		start := 0
-		if h.snap.SnapshotRevision > 0 {
-			start = byRev[h.snap.SnapshotRevision] + 1
-		}
-		for _, r := range recs[start:] {
-			if len(expected) == len(h.msgs) {
-				break // no history holds more updates than messages
-			}
-			if strings.HasPrefix(r.Key, h.prefix) {
-				expected = append(expected, r)
-			}
-		}
-		seq := 0
-		for _, m := range h.msgs {
-			u, ok := m.(*watch.Update)
-			if !ok {
-				continue
-			}
-			if int(u.Sequence) != seq+1 {
-				t.Fatalf("history %d: sequence %d after %d", hi, u.Sequence, seq)
-			}
-			if seq >= len(expected) {
-				t.Fatalf("history %d: update %+v beyond the journal", hi, u)
-			}
-			r := expected[seq]
-			if u.Revision != r.Revision || u.Key != r.Key || u.Kind.String() != r.Kind.String() {
-				t.Fatalf("history %d: update %d is %s %s@%d, journal has %s %s@%d", hi, u.Sequence, u.Kind, u.Key, u.Revision, r.Kind, r.Key, r.Revision)
-			}
-			if u.Revision <= h.snap.SnapshotRevision {
-				t.Fatalf("history %d: update at revision %d is already in the snapshot at %d", hi, u.Revision, h.snap.SnapshotRevision)
-			}
-			seq++
-		}
-		verified += seq
-	}
-	if len(histories) != iterations/4*4 || verified < len(histories)/4 {
-		t.Fatalf("%d histories recorded, %d updates verified: the hammer checked too little", len(histories), verified)
-	}
 }
 
 func TestWatchBounds(t *testing.T) {

@@ -20,29 +20,31 @@ import (
 // scenario: two writers compare-and-set one key from the same revision.
 func TestScenario1TwoWritersCAS(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ns, key := "service/transcoder-a", "intents/front-door"
-	base := f.mustPut(admin, ns, key, docN(0))
-	w1 := statestore.Principal{ID: "coordinator-1", Admin: true}
-	w2 := statestore.Principal{ID: "coordinator-2", Admin: true}
-	e1, err1 := f.put(w1, ns, key, docN(1), statestore.IfRevision(base.Revision))
-	_, err2 := f.put(w2, ns, key, docN(2), statestore.IfRevision(base.Revision))
-	if err1 != nil {
-		t.Fatalf("first writer: %v", err1)
-	}
-	se := wantCode(t, err2, statestore.Conflict, "expected_revision")
-	if se.CurrentRevision != e1.Revision {
-		t.Fatalf("conflict carries revision %d, winner wrote %d", se.CurrentRevision, e1.Revision)
-	}
-	// The loser rereads, merges and retries against the current revision.
-	cur, err := f.s.Get(ctx, w2, ns, key)
-	if err != nil || cur.Revision != e1.Revision || cur.Owner != "coordinator-1" {
-		t.Fatalf("reread: %+v %v", cur, err)
-	}
-	e2, err := f.put(w2, ns, key, docN(2), statestore.IfRevision(cur.Revision))
-	if err != nil || e2.Revision != e1.Revision+1 || e2.Owner != "coordinator-2" {
-		t.Fatalf("retry: %+v %v", e2, err)
-	}
+	eachStoreHome(t, func(t *testing.T, h home) {
+		f := h.open(t)
+		ns, key := "service/transcoder-a", "intents/front-door"
+		base := f.mustPut(admin, ns, key, docN(0))
+		w1 := statestore.Principal{ID: "coordinator-1", Admin: true}
+		w2 := statestore.Principal{ID: "coordinator-2", Admin: true}
+		e1, err1 := f.put(w1, ns, key, docN(1), statestore.IfRevision(base.Revision))
+		_, err2 := f.put(w2, ns, key, docN(2), statestore.IfRevision(base.Revision))
+		if err1 != nil {
+			t.Fatalf("first writer: %v", err1)
+		}
+		se := wantCode(t, err2, statestore.Conflict, "expected_revision")
+		if se.CurrentRevision != e1.Revision {
+			t.Fatalf("conflict carries revision %d, winner wrote %d", se.CurrentRevision, e1.Revision)
+		}
+		// The loser rereads, merges and retries against the current revision.
+		cur, err := f.s.Get(ctx, w2, ns, key)
+		if err != nil || cur.Revision != e1.Revision || cur.Owner != "coordinator-1" {
+			t.Fatalf("reread: %+v %v", cur, err)
+		}
+		e2, err := f.put(w2, ns, key, docN(2), statestore.IfRevision(cur.Revision))
+		if err != nil || e2.Revision != e1.Revision+1 || e2.Owner != "coordinator-2" {
+			t.Fatalf("retry: %+v %v", e2, err)
+		}
+	})
 }
 
 // TestConcurrentCASHammer runs many writers doing read-modify-CAS rounds on
@@ -205,35 +207,37 @@ func TestInvalidArguments(t *testing.T) {
 // timestamp and counter is as it was.
 func TestReopenIdentical(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	for i := 0; i < 50; i++ {
-		f.clock.Advance(time.Duration(i) * time.Millisecond)
-		ns := []string{"user/alice", "group/g1", "service/s1", "system"}[i%4]
-		p := map[string]statestore.Principal{"user/alice": alice, "group/g1": admin, "service/s1": admin, "system": sys}[ns]
-		f.mustPut(p, ns, fmt.Sprintf("k%d", i%9), docN(i))
-		if i%7 == 3 {
-			if _, err := f.s.Delete(ctx, p, statestore.DeleteRequest{Namespace: ns, Key: fmt.Sprintf("k%d", i%9)}); err != nil {
-				t.Fatal(err)
+	eachStoreHome(t, func(t *testing.T, h home) {
+		f := h.open(t)
+		for i := 0; i < 50; i++ {
+			f.clock.Advance(time.Duration(i) * time.Millisecond)
+			ns := []string{"user/alice", "group/g1", "service/s1", "system"}[i%4]
+			p := map[string]statestore.Principal{"user/alice": alice, "group/g1": admin, "service/s1": admin, "system": sys}[ns]
+			f.mustPut(p, ns, fmt.Sprintf("k%d", i%9), docN(i))
+			if i%7 == 3 {
+				if _, err := f.s.Delete(ctx, p, statestore.DeleteRequest{Namespace: ns, Key: fmt.Sprintf("k%d", i%9)}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	// Empty a namespace completely: its revision must survive.
-	f.mustPut(admin, "group/empty", "only", docN(1))
-	f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: "group/empty", Key: "only"})
+		// Empty a namespace completely: its revision must survive.
+		f.mustPut(admin, "group/empty", "only", docN(1))
+		f.s.Delete(ctx, admin, statestore.DeleteRequest{Namespace: "group/empty", Key: "only"})
 
-	before := snapshotStore(t, f)
-	f.reopen()
-	after := snapshotStore(t, f)
-	if !reflect.DeepEqual(before, after) {
-		t.Fatalf("state differs after reopen:\nbefore %+v\nafter  %+v", before, after)
-	}
-	if f.s.Namespace("group/empty").Revision != 2 {
-		t.Fatalf("emptied namespace revision %d, want 2", f.s.Namespace("group/empty").Revision)
-	}
-	e := f.mustPut(admin, "group/empty", "again", docN(2))
-	if e.Revision != 3 {
-		t.Fatalf("write after reopen got revision %d, want 3", e.Revision)
-	}
+		before := snapshotStore(t, f)
+		f.reopen()
+		after := snapshotStore(t, f)
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("state differs after reopen:\nbefore %+v\nafter  %+v", before, after)
+		}
+		if f.s.Namespace("group/empty").Revision != 2 {
+			t.Fatalf("emptied namespace revision %d, want 2", f.s.Namespace("group/empty").Revision)
+		}
+		e := f.mustPut(admin, "group/empty", "again", docN(2))
+		if e.Revision != 3 {
+			t.Fatalf("write after reopen got revision %d, want 3", e.Revision)
+		}
+	})
 }
 
 type storeImage struct {

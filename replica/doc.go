@@ -19,12 +19,14 @@
 // its own state machine applied the entry. A new leader waits for its
 // Barrier, rebuilds its pending view from the applied state and expires
 // overdue leases before it admits anything. A follower forwards a write,
-// with its principal, to the leader and relays the answer at once (it
-// would pay the follower's commit lag, a CommitTimeout, to wait for its
-// own apply); Get and Watch are linearizable on every node (the leader's
-// read index, which covers every acknowledged write, then the local state
-// machine), so a follower's next read sees its write. statestore.StaleOK
-// reads the local state, which may not hold the caller's own write yet. Outcomes: no leader for two
+// with its principal, to the leader and relays the answer once its own
+// state machine applied what the leader had applied when it answered
+// (a commit lag, about a CommitTimeout), so the caller reads its own
+// write on the node it wrote to, in Namespace and Usage and under
+// statestore.StaleOK too; Get and Watch are linearizable on every node
+// (the leader's read index, which covers every acknowledged write, then
+// the local state machine). StaleOK reads the local state, which may be
+// behind writes acknowledged on other nodes. Outcomes: no leader for two
 // election timeouts is UNAVAILABLE naming the leader if known; a batch
 // whose leader lost leadership before it was known committed is
 // UNAVAILABLE with field "commit" (the outcome is unknown); a failure of
@@ -44,6 +46,29 @@
 // expires the lease, as a restart does. A follower that sees a lease due
 // by its own clock asks the leader to expire; if the leader keeps it, the
 // follower serves it (the leader's clock rules).
+//
+// # A node without a leader
+//
+// A node that has heard from no leader for ClusterOptions.LeaderlessAfter
+// (default 3 s: raft's last contact on a follower; a leader counts as
+// hearing itself while raft keeps it leader, which it stops being once
+// its lease finds no quorum) closes every watch with the close reason
+// UNAVAILABLE, so their clients re-snapshot on another node, and refuses
+// writes, linearizable reads and new watches as UNAVAILABLE with field
+// "leaderless_after", saying for how long no leader was heard. StaleOK
+// reads are still served from the local state. Once a leader is heard
+// again, within a tick of a tenth of the bound, it serves everything.
+//
+// # Limits and schemas agree
+//
+// Every node must admit and replay alike, so before its raft node starts
+// a node asks every peer it reaches (verb "agree" on the peer channel)
+// for its limits and its schemas' fingerprints (schema.Registry.
+// Fingerprints) and refuses to open, INVALID_ARGUMENT naming the first
+// limit ("limits.MaxKeyBytes") or schema ("schema <name>") that differs;
+// the leader asks a joining node the same before AddVoter. A peer not
+// started yet is not asked: it asks when it starts, so of two nodes that
+// disagree the later one is refused.
 //
 // # Building a cluster in a test
 //
@@ -72,7 +97,11 @@
 // journal-backed ones). Raft runs on real time (its timeouts), the store
 // on the fake clock: advancing the clock expires leases at the leader.
 // Over TCP, leave Transport and Loopback nil and give 127.0.0.1 addresses
-// (TestClusterOverTCP).
+// (TestClusterOverTCP). The root package's contract and scenario tests
+// run against such a cluster's leader and one of its followers as homes
+// "cluster-leader" and "cluster-follower" (cluster_contract_test.go),
+// each node on raft stores the test keeps, so a node closed and opened
+// again finds its log.
 //
 // # Invariants
 //
@@ -113,4 +142,14 @@
 //     Raft and peer calls run over TLS when configured.
 //     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, ServeRPC.
 //     Tests: TestRPCOverTCP, TestRPCBounds, statestore.TestClusterOverTCP.
+//  7. A node that heard from no leader for its bound closes its watches
+//     UNAVAILABLE and refuses writes, linearizable reads and new watches
+//     until it hears one; stale reads go on.
+//     Code: statestore.clusterNode.watchLeaderless, statestore.clusterNode.refuseLeaderless.
+//     Tests: statestore.TestClusterLeaderless, statestore.TestClusterLeaderlessAfterRefused.
+//  8. No node serves beside a peer whose limits or schemas differ: it
+//     refuses to open, or the leader refuses to add it.
+//     Code: statestore.clusterNode.agreeWithPeers, statestore.clusterNode.agreeWithJoiner,
+//     statestore.disagreement.
+//     Tests: statestore.TestClusterAgreementAtOpen, statestore.TestClusterAgreementAtAddVoter.
 package replica

@@ -2,6 +2,9 @@ package schema
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -40,6 +43,14 @@ func NewJSONSchemaValidator(name string, schemaJSON []byte) (Validator, error) {
 		return nil, fmt.Errorf("schema %s: compile JSON schema: %w", name, err)
 	}
 	v := &jsonSchemaValidator{name: name, schema: sch, namePatterns: map[string][]string{}, forbidden: map[string][]string{}}
+	// The definition's hash over a canonical encoding (encoding/json sorts
+	// object members), so spacing and member order do not count.
+	canon, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: encode JSON schema: %w", name, err)
+	}
+	sum := sha256.Sum256(canon)
+	v.definition = hex.EncodeToString(sum[:])
 	v.index(sch)
 	return v, nil
 }
@@ -51,8 +62,9 @@ func (noLoader) Load(url string) (any, error) {
 }
 
 type jsonSchemaValidator struct {
-	name   string
-	schema *jsonschema.Schema
+	name       string
+	definition string // Fingerprint: the canonical definition's SHA-256
+	schema     *jsonschema.Schema
 	// namePatterns maps the location of every object schema that allows
 	// only pattern-named members (patternProperties with
 	// additionalProperties false) to those patterns, so a rejected member
@@ -275,3 +287,6 @@ func (v *jsonSchemaValidator) index(root *jsonschema.Schema) {
 	}
 	walk(root)
 }
+
+// Fingerprint is the SHA-256 of the schema's canonical definition.
+func (v *jsonSchemaValidator) Fingerprint() string { return "jsonschema:" + v.definition }

@@ -309,3 +309,9 @@ func stripAnnotations(s any) {
 		}
 	}
 }
+
+// Fingerprint is the embedded JSON schema's, under this wrapper's name:
+// the wrapper's own rules come with the build.
+func (m mediaIntent) Fingerprint() string {
+	return "mediaIntent+" + m.schema.(Fingerprinter).Fingerprint()
+}

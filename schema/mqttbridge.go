@@ -97,3 +97,9 @@ func loginName(k string) bool {
 	n := string(normalizeName(nil, k))
 	return strings.Contains(n, "username") || strings.Contains(n, "userinfo") || n == "user" || n == "login" || n == "userid"
 }
+
+// Fingerprint is the embedded JSON schema's, under this wrapper's name:
+// the wrapper's own rules come with the build.
+func (m mqttBridge) Fingerprint() string {
+	return "mqttBridge+" + m.schema.(Fingerprinter).Fingerprint()
+}

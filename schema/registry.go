@@ -145,3 +145,27 @@ func validateFull(name string, v Validator, doc []byte) error {
 	}
 	return nil
 }
+
+// Fingerprinter is an optional interface of a [Validator]: a stable string
+// that differs when the rules differ (a JSON schema's is its definition's
+// hash), so replicas can tell they validate alike.
+type Fingerprinter interface {
+	Fingerprint() string
+}
+
+// Fingerprints maps every registered name to its validator's fingerprint:
+// [Fingerprinter]'s, or else the validator's Go type, which tells apart
+// different validators but not two configurations of one type.
+func (r *Registry) Fingerprints() map[string]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]string, len(r.validators))
+	for n, v := range r.validators {
+		if f, ok := v.(Fingerprinter); ok {
+			out[n] = f.Fingerprint()
+		} else {
+			out[n] = fmt.Sprintf("go:%T", v)
+		}
+	}
+	return out
+}
