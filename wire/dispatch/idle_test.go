@@ -15,14 +15,20 @@ const idleTimeout = 100 * time.Millisecond
 // endsIdle waits for c's session to end and checks it ended idle.
 func endsIdle(t *testing.T, c *client, since time.Time) {
 	t.Helper()
+	endsIdleAfter(t, c, since, idleTimeout)
+}
+
+// endsIdleAfter is endsIdle for a server whose IdleTimeout is timeout.
+func endsIdleAfter(t *testing.T, c *client, since time.Time, timeout time.Duration) {
+	t.Helper()
 	select {
 	case err := <-c.served:
 		var ie *dispatch.IdleError
-		if !errors.As(err, &ie) || !errors.Is(err, dispatch.ErrIdle) || ie.Timeout != idleTimeout {
-			t.Fatalf("Serve = %v, want an IdleError naming %v", err, idleTimeout)
+		if !errors.As(err, &ie) || !errors.Is(err, dispatch.ErrIdle) || ie.Timeout != timeout {
+			t.Fatalf("Serve = %v, want an IdleError naming %v", err, timeout)
 		}
-		if d := time.Since(since); d < idleTimeout {
-			t.Fatalf("ended %v after its last activity, before the %v timeout", d, idleTimeout)
+		if d := time.Since(since); d < timeout {
+			t.Fatalf("ended %v after its last activity, before the %v timeout", d, timeout)
 		}
 	case <-time.After(hangGuard):
 		t.Fatal("the idle session was not ended")
@@ -61,14 +67,19 @@ func TestIdleSessionsEnd(t *testing.T) {
 	})
 	t.Run("requests", func(t *testing.T) {
 		t.Parallel()
-		c := dial(t, srv, admin)
-		tick := time.NewTicker(idleTimeout / 3)
+		// Its own server with a longer timeout: requests a tenth of it
+		// apart keep the session busy even when a loaded machine delays
+		// a tick several times over (at a third of 100 ms, one late
+		// tick under -race ended the session in CI).
+		const timeout = 600 * time.Millisecond
+		c := dial(t, dispatch.New(s, dispatch.Options{IdleTimeout: timeout}), admin)
+		tick := time.NewTicker(timeout / 10)
 		defer tick.Stop()
-		for i := range 12 { // four timeouts' worth
+		for i := range 25 { // two and a half timeouts' worth
 			<-tick.C
 			c.call(getReq(uint64(i+1), "service/idle", "k"))
 		}
-		endsIdle(t, c, time.Now())
+		endsIdleAfter(t, c, time.Now(), timeout)
 	})
 	t.Run("disabled", func(t *testing.T) {
 		t.Parallel()
