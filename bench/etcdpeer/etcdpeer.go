@@ -42,7 +42,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -148,20 +150,9 @@ func open(dir string, keys, docSize int, clients func(*embed.Etcd) ([]*clientv3.
 	// Closing the member logs its listeners' accept errors at error level.
 	cfg.LogLevel = "fatal"
 	cfg.Logger = "zap"
-	peer, err := freeURL()
+	e, err := startOnFreePorts(cfg)
 	if err != nil {
 		return nil, err
-	}
-	client, err := freeURL()
-	if err != nil {
-		return nil, err
-	}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcdpeer: start: %w", err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -194,6 +185,37 @@ func open(dir string, keys, docSize int, clients func(*embed.Etcd) ([]*clientv3.
 		d.revs[k] = resp.Header.Revision
 	}
 	return d, nil
+}
+
+// portAttempts bounds startOnFreePorts.
+const portAttempts = 5
+
+// startOnFreePorts starts the member on two loopback ports that were free
+// a moment ago. Another process (a parallel test) may take one between
+// the pick and etcd's bind, so a bind refused with EADDRINUSE is tried
+// again on new ports, at most portAttempts times.
+func startOnFreePorts(cfg *embed.Config) (*embed.Etcd, error) {
+	for attempt := 1; ; attempt++ {
+		peer, err := freeURL()
+		if err != nil {
+			return nil, err
+		}
+		client, err := freeURL()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		e, err := embed.StartEtcd(cfg)
+		if err == nil {
+			return e, nil
+		}
+		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+		if !inUse || attempt == portAttempts {
+			return nil, fmt.Errorf("etcdpeer: start (attempt %d of %d): %w", attempt, portAttempts, err)
+		}
+	}
 }
 
 // freeURL returns an http URL on a loopback port that was free a moment ago.
