@@ -35,7 +35,10 @@ type testCluster struct {
 	nodes  map[string]*statestore.Store
 	mod    []func(*statestore.ClusterOptions)
 	clocks map[string]*clock.Fake
-	mu     sync.Mutex
+	// opts, when set, adjusts each node's Options (its Faults, segment
+	// size) before it opens.
+	opts func(id string, o *statestore.Options)
+	mu   sync.Mutex
 }
 
 func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)) *testCluster {
@@ -47,8 +50,15 @@ func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)
 // node ID that clocks names.
 func newTestClusterClocks(t testing.TB, n int, clocks map[string]*clock.Fake, mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
+	return newTestClusterOpts(t, n, clocks, nil, mod...)
+}
+
+// newTestClusterOpts is newTestClusterClocks with opts adjusting each
+// node's Options.
+func newTestClusterOpts(t testing.TB, n int, clocks map[string]*clock.Fake, opts func(string, *statestore.Options), mod ...func(*statestore.ClusterOptions)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, clock: clock.NewFake(t0), net: replica.NewInmemNetwork(), lb: replica.NewLoopback(),
-		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, clocks: clocks}
+		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, clocks: clocks, opts: opts}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, statestore.Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
@@ -86,13 +96,22 @@ func (c *testCluster) start(p statestore.Peer) {
 	if c.dirs[p.ID] == "" {
 		c.dirs[p.ID] = c.t.TempDir()
 	}
-	s, err := statestore.OpenCluster(statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}, co)
+	s, err := c.open(p, co, clk)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", p.ID, err)
 	}
 	c.mu.Lock()
 	c.nodes[p.ID] = s
 	c.mu.Unlock()
+}
+
+// open opens node p on its directory, unregistered.
+func (c *testCluster) open(p statestore.Peer, co statestore.ClusterOptions, clk clock.Clock) (*statestore.Store, error) {
+	o := statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}
+	if c.opts != nil {
+		c.opts(p.ID, &o)
+	}
+	return statestore.OpenCluster(o, co)
 }
 
 func (c *testCluster) all() []*statestore.Store {
