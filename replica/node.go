@@ -64,7 +64,9 @@ type Config struct {
 
 	// LogStore and StableStore hold the raft log and its terms and votes;
 	// nil means one raft.InmemStore for both (nothing survives a
-	// restart). replica/raftlog provides the journal-backed ones.
+	// restart). replica/raftlog provides the journal-backed ones (the
+	// store's default); a LogStore that is a raft.CommitTrackingLogStore
+	// turns on the restart replay (restart.go).
 	LogStore    raft.LogStore
 	StableStore raft.StableStore
 	// SnapshotStore holds raft snapshots; nil means a FileSnapshotStore in
