@@ -18,6 +18,15 @@ import (
 // on the same disk in the same run. The single store runs first, and each
 // cluster sub-benchmark reports its time per put as a ratio to the single
 // store's of the same shape (x-single).
+//
+// Measured (go test -run x -bench BenchmarkClusterPut -benchtime 2000x .,
+// one run on this 2-core host, the three nodes and the single store on one
+// shared disk): serial, single 473 us, leader 1.47 ms (3.1x), follower
+// 2.20 ms (4.6x); 127 writers, single 11.4 us, leader 55 us (4.9x),
+// follower 100 us (8.8x). A commit here waits for two fdatasyncs in turn
+// on the one disk (the leader's and a follower's; the third node's queues
+// beside them), and three raft loops, FSMs and transports share the two
+// processors: the figure is not a three-machine cluster's.
 func BenchmarkClusterPut(b *testing.B) {
 	c := newTestCluster(b, 3)
 	single, err := statestore.Open(statestore.Options{Dir: b.TempDir(), Clock: c.clock})
