@@ -19,6 +19,7 @@ import (
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/replica"
+	"github.com/keeppeek/statestore/replica/raftlog"
 	"github.com/keeppeek/statestore/watch"
 )
 
@@ -81,11 +82,16 @@ type ClusterOptions struct {
 	// DefaultLeaderlessAfter, negative is refused.
 	LeaderlessAfter time.Duration
 
-	// LogStore and StableStore hold the raft log and its votes; nil means
-	// raft.InmemStore (nothing survives a restart, and then the snapshots
-	// are kept in memory too). SnapshotStore nil means raft's
-	// FileSnapshotStore in Dir/state-store/raft-snapshots with a durable
-	// LogStore, in memory otherwise.
+	// LogStore and StableStore override the raft log and its votes, both
+	// or neither (tests give raft.InmemStore, which keeps nothing across a
+	// restart). Both nil, the default, is durable: the log in the store's
+	// journal (Dir/state-store/journal, replica/raftlog's LogStore: one
+	// fdatasync per committed batch, the commit index persisted with it
+	// and replayed to at restart) and the votes in
+	// Dir/state-store/raft-stable (raftlog's StableStore). SnapshotStore
+	// nil means raft's FileSnapshotStore in Dir/state-store/raft-snapshots
+	// whenever the log is not raft.InmemStore, in memory otherwise (a
+	// restart must not find snapshots newer than a log it lost).
 	LogStore      raft.LogStore
 	StableStore   raft.StableStore
 	SnapshotStore raft.SnapshotStore
@@ -153,13 +159,40 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		return err
 	}
 	s.lock = lock
-	// The store's own journal stays empty in cluster mode (raft's log
-	// holds the records); it is open so the journal's statistics and
-	// Close behave as in a single store.
-	if s.jnl, _, err = journal.Open(filepath.Join(s.root, "journal"), journal.Options{
-		Limits: s.chk.JournalLimits(), NoPrewrite: true, ReserveBytes: -1, NoSync: s.opts.NoSync, Faults: s.opts.Faults,
-	}); err != nil {
-		return err
+	switch {
+	case co.LogStore == nil && co.StableStore == nil:
+		// One durable log per node: the store's journal holds raft's
+		// entries (replica/raftlog), so the journal's statistics and
+		// Close behave as in a single store, and a committed batch costs
+		// this node one fdatasync, the log's.
+		ls, err := raftlog.Open(filepath.Join(s.root, "journal"), raftlog.Options{
+			SegmentSize: s.opts.SegmentSize, NoSync: s.opts.NoSync, NoPrewrite: s.opts.NoPrewrite,
+			DirectSync: s.opts.DirectSync, Faults: s.opts.Faults,
+		})
+		if err != nil {
+			return err
+		}
+		c.logs, s.jnl = ls, ls.Journal()
+		if cut := ls.TailCut(); cut != nil {
+			s.openReport.TailCut = cut
+			s.log.Warn("state store: " + cut.String())
+		}
+		stable, err := raftlog.OpenStable(filepath.Join(s.root, StableFileName), s.opts.Faults)
+		if err != nil {
+			return err
+		}
+		co.LogStore, co.StableStore = ls, stable
+	case co.LogStore == nil || co.StableStore == nil:
+		return newErr(InvalidArgument, "LogStore", "LogStore and StableStore override the durable pair together: set both or neither")
+	default:
+		// The store's own journal stays empty with an overriding log; it
+		// is open so the journal's statistics and Close behave as in a
+		// single store.
+		if s.jnl, _, err = journal.Open(filepath.Join(s.root, "journal"), journal.Options{
+			Limits: s.chk.JournalLimits(), NoPrewrite: true, ReserveBytes: -1, NoSync: s.opts.NoSync, Faults: s.opts.Faults,
+		}); err != nil {
+			return err
+		}
 	}
 	c.fsm = &fsm{s: s, changed: make(chan struct{})}
 	c.log = &raftLog{c: c, futures: map[uint64]raft.ApplyFuture{}, outcomes: map[uint64]error{}}
@@ -180,7 +213,7 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	if co.Join {
 		cfg.Peers = append(cfg.Peers, replica.Peer{ID: co.NodeID, Addr: co.RaftAddr})
 	}
-	if cfg.SnapshotStore == nil && cfg.LogStore != nil {
+	if _, mem := cfg.LogStore.(*raft.InmemStore); cfg.SnapshotStore == nil && !mem {
 		cfg.SnapshotDir = filepath.Join(s.root, "raft-snapshots")
 	}
 	if co.Loopback != nil {
@@ -218,12 +251,26 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	return nil
 }
 
+// StableFileName is the file, in Dir/state-store, holding a cluster node's
+// raft term and vote (replica/raftlog's StableStore).
+const StableFileName = "raft-stable"
+
+// closeLog closes the durable log, once raft has stopped: the applied
+// index is staged first (every applied entry is committed), so the next
+// open replays every entry this node applied, the last batch's included,
+// before any leader is known.
+func (c *clusterNode) closeLog() error {
+	_ = c.logs.StageCommitIndex(c.fsm.appliedIndex())
+	return c.logs.Close()
+}
+
 // clusterNode is a store's side of its raft node.
 type clusterNode struct {
 	s          *Store
 	node       *replica.Node
 	fsm        *fsm
 	log        *raftLog
+	logs       *raftlog.LogStore // the durable log, nil when ClusterOptions overrode it
 	self       string
 	rpcMu      sync.Mutex
 	rpcs       map[string]string // node ID -> RPC address

@@ -36,9 +36,11 @@ type testCluster struct {
 	dirs   map[string]string
 	nodes  map[string]*statestore.Store
 	mod    []func(*statestore.ClusterOptions)
-	optMod []func(*statestore.Options) // every node's Options (cluster_contract_test.go)
 	clocks map[string]*clock.Fake
-	mu     sync.Mutex
+	// opts, when set, adjusts each node's Options (its Faults, segment
+	// size) before it opens.
+	opts func(id string, o *statestore.Options)
+	mu   sync.Mutex
 }
 
 func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)) *testCluster {
@@ -50,15 +52,26 @@ func newTestCluster(t testing.TB, n int, mod ...func(*statestore.ClusterOptions)
 // node ID that clocks names.
 func newTestClusterClocks(t testing.TB, n int, clocks map[string]*clock.Fake, mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
-	return newTestClusterWith(t, n, clocks, nil, mod...)
+	return newTestClusterOpts(t, n, clocks, nil, mod...)
 }
 
 // newTestClusterWith is newTestClusterClocks with optMod applied to every
 // node's Options.
 func newTestClusterWith(t testing.TB, n int, clocks map[string]*clock.Fake, optMod []func(*statestore.Options), mod ...func(*statestore.ClusterOptions)) *testCluster {
 	t.Helper()
+	return newTestClusterOpts(t, n, clocks, func(_ string, o *statestore.Options) {
+		for _, m := range optMod {
+			m(o)
+		}
+	}, mod...)
+}
+
+// newTestClusterOpts is newTestClusterClocks with opts adjusting each
+// node's Options.
+func newTestClusterOpts(t testing.TB, n int, clocks map[string]*clock.Fake, opts func(string, *statestore.Options), mod ...func(*statestore.ClusterOptions)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, clock: clock.NewFake(t0), net: replica.NewInmemNetwork(), lb: replica.NewLoopback(),
-		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, optMod: optMod, clocks: clocks}
+		dirs: map[string]string{}, nodes: map[string]*statestore.Store{}, mod: mod, clocks: clocks, opts: opts}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, statestore.Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
@@ -106,17 +119,22 @@ func (c *testCluster) start(p statestore.Peer) {
 	if c.dirs[p.ID] == "" {
 		c.dirs[p.ID] = c.t.TempDir()
 	}
-	opts := statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}
-	for _, m := range c.optMod {
-		m(&opts)
-	}
-	s, err := statestore.OpenCluster(opts, co)
+	s, err := c.open(p, co, clk)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", p.ID, err)
 	}
 	c.mu.Lock()
 	c.nodes[p.ID] = s
 	c.mu.Unlock()
+}
+
+// open opens node p on its directory, unregistered.
+func (c *testCluster) open(p statestore.Peer, co statestore.ClusterOptions, clk clock.Clock) (*statestore.Store, error) {
+	o := statestore.Options{Dir: c.dirs[p.ID], Clock: clk, Schemas: schema.NewRegistry()}
+	if c.opts != nil {
+		c.opts(p.ID, &o)
+	}
+	return statestore.OpenCluster(o, co)
 }
 
 func (c *testCluster) all() []*statestore.Store {

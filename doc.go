@@ -175,6 +175,15 @@
 // (cluster_agree.go). Settings-backed namespaces and Restore are refused
 // in cluster mode; Checkpoint takes a raft snapshot.
 //
+// A cluster node is durable by default: its journal directory holds raft's
+// log (replica/raftlog: one fdatasync per committed batch, raft's commit
+// index persisted with the entries), raft-stable its term and vote,
+// raft-snapshots the raft snapshots (checkpoint images). Reopened on the
+// same directory it replays its log to the persisted commit index before
+// any leader is known (replica's restart.go, with the two traps of
+// hashicorp/raft's replay stepped around), and Close persists the index
+// it applied. ClusterOptions.LogStore and StableStore override the pair.
+//
 // # Invariants
 //
 // Each names the code that keeps it and the tests that pin it
@@ -277,6 +286,18 @@
 //     lease in an MQTT integration namespace refuses Open and Restore.
 //     Code: refuseLease, rules.LiveConfiguration, settingsBackend.commit, Store.Put, recovery.Checker.CheckLease.
 //     Tests: TestLiveConfigurationRefusesTTL, TestContractTTL, TestReplayRejects.
+//  16. A cluster node by default does exactly one fdatasync per committed
+//     batch, its log's (beside the once-per-segment seal and directory
+//     fsyncs), and one raft entry per group-commit batch; the state
+//     machine and the store add none. Reopened, it holds every write it
+//     acknowledged or applied, its revisions go on from there, and it
+//     serves its applied state before a leader is known; damage in its log
+//     or a held LOCK refuses the open.
+//     Code: OpenCluster, openCluster, clusterNode.closeLog, raftlog.LogStore.StoreLogs,
+//     replica.RestartCap.
+//     Tests: TestClusterOneFdatasyncPerCommittedBatch, TestClusterRestartFollowerThenLeader,
+//     TestClusterRestartAllThree, TestClusterRestartAfterMembershipChangeWithoutSnapshots,
+//     TestClusterRefusesToOpen.
 //
 // # Full disk
 //

@@ -144,7 +144,12 @@ func (s *Store) Close() error {
 	release := s.ckpt.quiesce()
 	defer release()
 	s.watches.Stop() // every watch gets STORE_CLOSED
-	err := s.jnl.Close()
+	var err error
+	if s.cluster != nil && s.cluster.logs != nil {
+		err = s.cluster.closeLog()
+	} else {
+		err = s.jnl.Close()
+	}
 	return errors.Join(err, s.settings.close(), s.lock.Release())
 }
 

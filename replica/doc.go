@@ -92,9 +92,14 @@
 //
 // Then any node serves every call; s.Cluster().IsLeader() finds the
 // leader, Close on it fails it over, and InmemNetwork.Isolate and Heal cut
-// and restore a node's links. The log and stable stores default to
-// raft.InmemStore (ClusterOptions.LogStore and StableStore take the
-// journal-backed ones). Raft runs on real time (its timeouts), the store
+// and restore a node's links. The stores are durable by default: each
+// node's raft log is replica/raftlog's LogStore in its store's journal
+// directory, its term and vote raftlog's StableStore beside it, its
+// snapshots in raft-snapshots, so Close then OpenCluster on the same Dir
+// restarts a node (it replays its log to the persisted commit index before
+// a leader is known, see restart.go). Give ClusterOptions.LogStore and
+// StableStore both (raft.InmemStore) for a node that keeps nothing across
+// a restart. Raft runs on real time (its timeouts), the store
 // on the fake clock: advancing the clock expires leases at the leader.
 // Over TCP, leave Transport and Loopback nil and give 127.0.0.1 addresses
 // (TestClusterOverTCP). The root package's contract and scenario tests
@@ -152,4 +157,14 @@
 //     Code: statestore.clusterNode.agreeWithPeers, statestore.clusterNode.agreeWithJoiner,
 //     statestore.disagreement.
 //     Tests: statestore.TestClusterAgreementAtOpen, statestore.TestClusterAgreementAtAddVoter.
+//  9. A node restarting on a log that persists raft's commit index replays
+//     it in NewRaft, capped below the newest configuration entry above the
+//     snapshot raft restored (so raft's configuration scan finds it and
+//     the node knows its voters) and at fsmQueueBatches batches (so
+//     NewRaft never blocks on raft's FSM queue); a snapshot follows every
+//     configuration entry applied, which lifts the cap for later restarts.
+//     Code: RestartCap, startLog.GetCommitIndex, configFSM.StoreConfiguration,
+//     snapshotAfterChanges, Start.
+//     Tests: TestRestartCap, statestore.TestClusterRestartAfterMembershipChangeWithoutSnapshots,
+//     statestore.TestClusterRestartAllThree.
 package replica

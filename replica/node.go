@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -63,7 +64,9 @@ type Config struct {
 
 	// LogStore and StableStore hold the raft log and its terms and votes;
 	// nil means one raft.InmemStore for both (nothing survives a
-	// restart). replica/raftlog provides the journal-backed ones.
+	// restart). replica/raftlog provides the journal-backed ones (the
+	// store's default); a LogStore that is a raft.CommitTrackingLogStore
+	// turns on the restart replay (restart.go).
 	LogStore    raft.LogStore
 	StableStore raft.StableStore
 	// SnapshotStore holds raft snapshots; nil means a FileSnapshotStore in
@@ -147,6 +150,11 @@ type Node struct {
 	raft  *raft.Raft
 	trans raft.Transport
 	owned io.Closer // the transport, when Start made it
+	// stop ends the goroutine snapshotting after configuration changes
+	// (restart.go); wg waits for it.
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 }
 
 // Start starts a node applying to fsm, bootstrapping Peers first when the
@@ -190,12 +198,29 @@ func Start(cfg Config, fsm raft.FSM) (*Node, error) {
 	if err == nil && !has && !cfg.Join {
 		err = raft.BootstrapCluster(conf, cfg.LogStore, cfg.StableStore, snaps, n.trans, configuration(cfg.Peers))
 	}
+	logs := cfg.LogStore
+	var changed chan struct{}
+	if track, ok := logs.(raft.CommitTrackingLogStore); ok {
+		// The restart replay (restart.go): raft persists its commit
+		// index with the log and NewRaft replays to it, capped.
+		st := &restart{maxAppend: conf.MaxAppendEntries}
+		conf.RestoreCommittedLogs = true
+		logs = &startLog{LogStore: logs, track: track, st: st}
+		snaps = &startSnapshots{SnapshotStore: snaps, st: st}
+		changed = make(chan struct{}, 1)
+		fsm = &configFSM{FSM: fsm, st: st, changed: changed}
+	}
 	if err == nil {
-		n.raft, err = raft.NewRaft(conf, fsm, cfg.LogStore, cfg.StableStore, snaps, n.trans)
+		n.raft, err = raft.NewRaft(conf, fsm, logs, cfg.StableStore, snaps, n.trans)
 	}
 	if err != nil {
 		n.closeTransport()
 		return nil, fmt.Errorf("replica node %s: %w", cfg.NodeID, err)
+	}
+	n.stop = make(chan struct{})
+	if changed != nil {
+		n.wg.Add(1)
+		go snapshotAfterChanges(n.raft, changed, n.stop, n.wg.Done)
 	}
 	return n, nil
 }
@@ -293,7 +318,10 @@ func mustMembers(n *Node) []Member {
 
 // Shutdown stops the node and closes a transport Start made.
 func (n *Node) Shutdown() error {
+	// raft first: a snapshot under way returns ErrRaftShutdown.
 	err := n.raft.Shutdown().Error()
+	n.stopOnce.Do(func() { close(n.stop) })
+	n.wg.Wait()
 	return errors.Join(err, n.closeTransport())
 }
 

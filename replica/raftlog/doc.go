@@ -45,8 +45,16 @@
 // commit index, and applying an entry does not record a configuration): a
 // node whose configuration entries are all committed and not yet in a
 // snapshot restarts with no voters ("no known peers, aborting election").
-// TestRaftRunsOnTheStores takes a snapshot after bootstrap for this reason;
-// the replicated engine must do the same (or leave the option off).
+// TestRaftRunsOnTheStores takes a snapshot after bootstrap for this reason.
+// The replicated engine (replica.Start, restart.go) reports NewRaft a
+// commit index capped below the newest configuration entry above the
+// restored snapshot, and at the depth of raft's FSM queue (a longer replay
+// blocks NewRaft forever), and snapshots after each configuration entry.
+//
+// Close persists, through the ACKNOWLEDGED marker, the staged commit index
+// too (raft's, or the index the store applied, staged before Close): raft
+// persists a batch's commit index only with the next batch, so without it
+// a cleanly closed node would replay all but its last batch.
 //
 // Open reads every entry (each frame's CRC, kind RAFT), so damage before
 // the tail fails the open with a *CorruptError naming the index, the

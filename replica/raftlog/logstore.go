@@ -32,8 +32,10 @@ type Options struct {
 	// processors with its FSM, transport and clients, and a goroutine
 	// parked on the disk holds none of them.
 	WaitInSyscall bool
-	// NoPrewrite, DirectSync and Faults are the journal's options of the
-	// same names (for measurements and tests).
+	// NoSync, NoPrewrite, DirectSync and Faults are the journal's options
+	// of the same names (for measurements and tests: a log opened with
+	// NoSync is not durable, yet still counts a Sync per StoreLogs).
+	NoSync     bool
 	NoPrewrite bool
 	DirectSync bool
 	Faults     *fault.Hooks
@@ -122,7 +124,7 @@ func Open(dir string, opts Options) (*LogStore, error) {
 	}
 	lim := limits(opts.MaxEntryBytes)
 	j, cut, err := journal.Open(dir, journal.Options{
-		SegmentSize: opts.SegmentSize, Limits: lim, NoPrewrite: opts.NoPrewrite, DirectSync: opts.DirectSync,
+		SegmentSize: opts.SegmentSize, Limits: lim, NoSync: opts.NoSync, NoPrewrite: opts.NoPrewrite, DirectSync: opts.DirectSync,
 		Faults: opts.Faults, ExternalFloor: true,
 		// The reserve keeps a store's deletions possible on a full disk;
 		// a raft log's deletions free space without writing.
@@ -161,8 +163,15 @@ func (s *LogStore) TailCut() *journal.TailCut { return s.cut }
 // Dir is the journal directory.
 func (s *LogStore) Dir() string { return s.dir }
 
-// Stats are the journal's counters (Syncs: one per StoreLogs).
+// Stats are the journal's counters (Appends and Syncs: one each per
+// StoreLogs).
 func (s *LogStore) Stats() journal.Stats { return s.j.Stats() }
+
+// Journal is the journal the log is stored in, for its statistics, its
+// reserve and its directory (a store in cluster mode reports them as its
+// own). Writing to it or closing it directly breaks the log: Close is
+// the LogStore's.
+func (s *LogStore) Journal() *journal.Journal { return s.j }
 
 // bounds are the journal's first and last index, and whether it holds no
 // entry (first > last then).
@@ -350,11 +359,18 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 // entry after a snapshot install instead of leaving one.
 func (s *LogStore) IsMonotonic() bool { return true }
 
-// StageCommitIndex stages idx, to be persisted with the next StoreLogs.
+// StageCommitIndex stages idx, to be persisted with the next StoreLogs, or
+// by Close if none follows. raft stages its commit index before each
+// StoreLogs; a caller may stage what it knows committed too (the store
+// stages its state machine's applied index before Close): a committed
+// index is persisted only as far as the log reaches (capped at
+// LastIndex).
 func (s *LogStore) StageCommitIndex(idx uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.staged = idx
+	// A commit index never goes back; a lower one (raft's right after a
+	// restart, from the capped replay) would only delay the next Open's.
+	s.staged = max(s.staged, idx)
 	return nil
 }
 
@@ -373,9 +389,12 @@ func (s *LogStore) GetCommitIndex() (uint64, error) {
 	return min(s.commit, last), nil
 }
 
-// Close records the commit floor in the journal's ACKNOWLEDGED marker (so
-// an emptied tail is noticed at the next Open even without the entries
-// that carried it) and closes the journal.
+// Close records the commit floor, raised to the staged commit index, in
+// the journal's ACKNOWLEDGED marker (so an emptied tail is noticed at the
+// next Open even without the entries that carried it, and the next Open's
+// GetCommitIndex reaches every entry known committed, the last batch's
+// included: raft persists a batch's commit only with the next one) and
+// closes the journal.
 func (s *LogStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -385,7 +404,7 @@ func (s *LogStore) Close() error {
 	s.closed = true
 	_, last, empty := s.bounds()
 	var err error
-	if floor := min(s.commit, last); !empty && floor > s.j.Floor().Index {
+	if floor := min(max(s.commit, s.staged), last); !empty && floor > s.j.Floor().Index {
 		err = s.j.RaiseFloor(floor)
 	}
 	return errors.Join(err, s.j.Close())
