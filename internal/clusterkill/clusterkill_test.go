@@ -36,6 +36,11 @@ const (
 // defaultKills is the loop's kill count without CLUSTERKILL_KILLS.
 const defaultKills = 200
 
+// checkpointEvery is how often each node takes a raft snapshot: several
+// times per node lifetime at the loop's pace, so restarts load snapshots
+// and a lagging node may be sent one.
+const checkpointEvery = 500 * time.Millisecond
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envForwardChild) != "" {
 		forwardChild()
@@ -78,10 +83,10 @@ func doc(id string) []byte {
 // proc is one node's process.
 type proc struct {
 	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{} // closed once the process was waited for
-	state atomic.Value  // the last of LineLeader / LineFollower
-	ready chan struct{} // closed at LineReady
+	stdin io.WriteCloser // held open: the node stops when it closes
+	done  chan struct{}  // closed once the process was waited for
+	state atomic.Value   // the last of LineLeader / LineFollower
+	ready chan struct{}  // closed at LineReady
 }
 
 // harness is the parent's side: the nodes, their clients, and every
@@ -102,17 +107,17 @@ type harness struct {
 	maxAcked   map[string]uint64            // per key, the highest acknowledged revision
 	seen       map[string]map[uint64]string // key → revision → document source_id, from acks, watches and reads
 	acked      int
-	unknown    map[string]int // unknown outcomes by field
-	values     map[string]map[string]bool
-	leases     map[string]int64   // lease key → deadline (ms), acknowledged or seen in a watch
-	ackLease   map[string]bool    // leases acknowledged
-	expires    map[string]uint64  // lease key → the EXPIRE revision watchers saw
-	expSeen    map[string]int     // lease key → watchers that saw its EXPIRE
-	lateMs     []int64            // EXPIRE receipt minus deadline
-	unverified int                // EXPIREs of leases whose deadline no one saw
-	killAt     atomic.Int64       // unix nanos of the last kill
-	firstAck   chan time.Duration // the first acknowledgement of a write started after killAt
-	probeMu    sync.Mutex
+	unknown    map[string]int             // unknown outcomes by field
+	values     map[string]map[string]bool // key → every source_id written to it, acknowledged or with an unknown outcome
+	leases     map[string]int64           // lease key → deadline (ms), acknowledged or seen in a watch
+	ackLease   map[string]bool            // leases acknowledged
+	expires    map[string]uint64          // lease key → the EXPIRE revision watchers saw
+	expSeen    map[string]int             // lease key → watchers that saw its EXPIRE
+	lateMs     []int64                    // EXPIRE receipt minus deadline
+	unverified int                        // EXPIREs of leases whose deadline no one saw
+	killAt     atomic.Int64               // unix nanos of the last kill
+	firstAck   chan time.Duration         // the first acknowledgement of a write started after killAt
+	probeMu    sync.Mutex                 // orders setting killAt against the acknowledgement taking it
 }
 
 func (h *harness) failf(format string, args ...any) {
@@ -148,7 +153,7 @@ func freeAddrs(n int) ([]string, error) {
 // serves.
 func (h *harness) start(i int) *proc {
 	t := h.t
-	cfg, _ := json.Marshal(NodeConfig{ID: h.peers[i].ID, Dir: h.dirs[i], Peers: h.peers})
+	cfg, _ := json.Marshal(NodeConfig{ID: h.peers[i].ID, Dir: h.dirs[i], Peers: h.peers, CheckpointEvery: checkpointEvery})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envNode+"="+string(cfg))
 	cmd.Stderr = os.Stderr
@@ -563,7 +568,14 @@ func TestLeaderKillLoop(t *testing.T) {
 	wdone := make([]chan struct{}, 3)
 	for i, c := range clients {
 		// Opened before the first kill, so each begins on its own node.
-		w, err := c.Watch(wctx, ns, "")
+		var w *client.Watch
+		var err error
+		for deadline := time.Now().Add(hangGuard); ; {
+			// UNAVAILABLE while the first leader settles: try again.
+			if w, err = c.Watch(wctx, ns, ""); statestore.CodeOf(err) != statestore.Unavailable || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("watch via %s: %v", h.peers[i].ID, err)
 		}
@@ -571,7 +583,7 @@ func TestLeaderKillLoop(t *testing.T) {
 		go h.watcher(wctx, w, h.peers[i].ID, &lasts[i], wdone[i])
 	}
 
-	var failovers []time.Duration
+	var failovers, catchups []time.Duration
 	loopStart := time.Now()
 	for k := 1; k <= kills && !h.failed(); k++ {
 		h.kill.Store(int64(k))
@@ -593,10 +605,16 @@ func TestLeaderKillLoop(t *testing.T) {
 		// clusterNode.write; TestForwardDuringOpenCluster).
 		h.leader()
 		h.start(l)
+		restarted := time.Now()
 		select {
 		case <-h.procs[l].ready:
 		case <-time.After(hangGuard):
 			t.Fatalf("kill %d: restarted node %s did not catch up within %v", k, h.peers[l].ID, hangGuard)
+		}
+		catchups = append(catchups, time.Since(restarted))
+		if k%100 == 0 {
+			t.Logf("kill %d after %v; the last 100 restarts caught up in p50 %v, max %v", k, time.Since(loopStart).Round(time.Millisecond),
+				percentile(catchups[k-100:], .5).Round(time.Millisecond), percentile(catchups[k-100:], 1).Round(time.Millisecond))
 		}
 	}
 	loopTime := time.Since(loopStart)

@@ -52,6 +52,17 @@ const (
 	LeaderLeaseTimeout = 50 * time.Millisecond
 )
 
+// The node's raft snapshot settings: a snapshot leaves a short log, so a
+// restart (which reads every entry of its log) stays fast over a thousand
+// kills, and a node that fell behind may be sent a snapshot. Raft's own
+// snapshot timer (SnapshotInterval, 2-4 minutes) never fires in the
+// loop, since every node is restarted within seconds, so NodeConfig's
+// CheckpointEvery takes the snapshots (Store.Checkpoint).
+const (
+	SnapshotThreshold = 1024
+	TrailingLogs      = 512
+)
+
 // Token is the bearer token every node accepts, for Principal.
 const Token = "clusterkill"
 
@@ -72,6 +83,9 @@ type NodeConfig struct {
 	ID    string // which of Peers this node is
 	Dir   string // its directory, kept across restarts
 	Peers []Peer
+	// CheckpointEvery, when positive, takes a raft snapshot
+	// (Store.Checkpoint) this often.
+	CheckpointEvery time.Duration
 }
 
 // Lines a node prints on its output, one per line.
@@ -124,6 +138,7 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	s, err := statestore.OpenCluster(statestore.Options{Dir: cfg.Dir}, statestore.ClusterOptions{
 		NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers,
 		HeartbeatTimeout: HeartbeatTimeout, ElectionTimeout: ElectionTimeout, LeaderLeaseTimeout: LeaderLeaseTimeout,
+		SnapshotThreshold: SnapshotThreshold, TrailingLogs: TrailingLogs,
 		LogStore: logs, StableStore: stable,
 	})
 	if err != nil {
@@ -161,6 +176,22 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 		case <-stop:
 		}
 	}()
+	if cfg.CheckpointEvery > 0 {
+		go func() {
+			t := time.NewTicker(cfg.CheckpointEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					// A refusal (nothing new to snapshot, a snapshot
+					// under way) is the next tick's to retry.
+					s.Checkpoint()
+				}
+			}
+		}()
+	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	leading := false
