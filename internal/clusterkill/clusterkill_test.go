@@ -110,11 +110,12 @@ type harness struct {
 	unknown    map[string]int             // unknown outcomes by field
 	values     map[string]map[string]bool // key → every source_id written to it, acknowledged or with an unknown outcome
 	leases     map[string]int64           // lease key → deadline (ms), acknowledged or seen in a watch
-	ackLease   map[string]bool            // leases acknowledged
+	ackLease   map[string]uint64          // leases acknowledged, with their PUT's revision
 	expires    map[string]uint64          // lease key → the EXPIRE revision watchers saw
 	expSeen    map[string]int             // lease key → watchers that saw its EXPIRE
 	lateMs     []int64                    // EXPIRE receipt minus deadline
 	unverified int                        // EXPIREs of leases whose deadline no one saw
+	unobserved int                        // acknowledged leases whose EXPIRE fell in every watcher's re-snapshot
 	killAt     atomic.Int64               // unix nanos of the last kill
 	firstAck   chan time.Duration         // the first acknowledgement of a write started after killAt
 	probeMu    sync.Mutex                 // orders setting killAt against the acknowledgement taking it
@@ -382,7 +383,7 @@ func (h *harness) leaser(ctx context.Context, c *client.Client, period time.Dura
 		switch {
 		case err == nil:
 			h.leases[key] = e.ExpiresMs
-			h.ackLease[key] = true
+			h.ackLease[key] = e.Revision
 		case statestore.CodeOf(err) != statestore.Unavailable:
 			h.failf("lease %s: %v", key, err)
 		}
@@ -392,7 +393,7 @@ func (h *harness) leaser(ctx context.Context, c *client.Client, period time.Dura
 
 // watcher follows the namespace through c (one node) and checks every
 // sequence and revision until ctx ends. last is its latest revision.
-func (h *harness) watcher(ctx context.Context, w *client.Watch, name string, last *atomic.Uint64, done chan<- struct{}) {
+func (h *harness) watcher(ctx context.Context, w *client.Watch, name string, last, since *atomic.Uint64, done chan<- struct{}) {
 	defer close(done)
 	defer w.Close()
 	var seq, rev uint64
@@ -418,6 +419,7 @@ func (h *harness) watcher(ctx context.Context, w *client.Watch, name string, las
 				h.failf("watch via %s: re-snapshot at revision %d after revision %d was delivered: revisions went back (%s)", name, ev.Revision, rev, ev.Cause)
 			}
 			seq, rev = 0, ev.Revision
+			since.Store(rev)
 			for _, e := range ev.Entries {
 				h.observe(e.Key, e.Revision, sourceID(e), "snapshot via "+name)
 				if e.ExpiresMs != 0 {
@@ -515,7 +517,7 @@ func TestLeaderKillLoop(t *testing.T) {
 		kills = v
 	}
 	h := &harness{t: t, maxAcked: map[string]uint64{}, seen: map[string]map[uint64]string{}, unknown: map[string]int{},
-		values: map[string]map[string]bool{}, leases: map[string]int64{}, ackLease: map[string]bool{},
+		values: map[string]map[string]bool{}, leases: map[string]int64{}, ackLease: map[string]uint64{},
 		expires: map[string]uint64{}, expSeen: map[string]int{}, firstAck: make(chan time.Duration, 1)}
 	for i := range nKeys {
 		h.values[fmt.Sprintf("k/%d", i)] = map[string]bool{}
@@ -564,7 +566,7 @@ func TestLeaderKillLoop(t *testing.T) {
 	}()
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
-	lasts := make([]atomic.Uint64, 3)
+	lasts, sinces := make([]atomic.Uint64, 3), make([]atomic.Uint64, 3)
 	wdone := make([]chan struct{}, 3)
 	for i, c := range clients {
 		// Opened before the first kill, so each begins on its own node.
@@ -580,7 +582,7 @@ func TestLeaderKillLoop(t *testing.T) {
 			t.Fatalf("watch via %s: %v", h.peers[i].ID, err)
 		}
 		wdone[i] = make(chan struct{})
-		go h.watcher(wctx, w, h.peers[i].ID, &lasts[i], wdone[i])
+		go h.watcher(wctx, w, h.peers[i].ID, &lasts[i], &sinces[i], wdone[i])
 	}
 
 	var failovers, catchups []time.Duration
@@ -623,7 +625,7 @@ func TestLeaderKillLoop(t *testing.T) {
 	if h.failed() {
 		t.Fatal(strings.Join(h.fails, "\n"))
 	}
-	h.verifyEnd(clients, lasts, wcancel, wdone)
+	h.verifyEnd(clients, lasts, sinces, wcancel, wdone)
 	if h.failed() {
 		t.Fatal(strings.Join(h.fails, "\n"))
 	}
@@ -637,15 +639,15 @@ func TestLeaderKillLoop(t *testing.T) {
 	if len(h.lateMs) == 0 {
 		t.Fatal("no lease expired during the loop")
 	}
-	t.Logf("%d kills in %v (%v in all): %d acknowledged writes, %d unknown outcomes %v, %d leases acknowledged, %d expiries seen (receipt after deadline p50 %d ms, max %d ms); leader kill to first acknowledged write p50 %v p90 %v max %v",
+	t.Logf("%d kills in %v (%v in all): %d acknowledged writes, %d unknown outcomes %v, %d leases acknowledged, %d expiries seen, %d fell in re-snapshots (receipt after deadline p50 %d ms, max %d ms); leader kill to first acknowledged write p50 %v p90 %v max %v",
 		len(failovers), loopTime.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), h.acked, unknown, h.unknown,
-		len(h.ackLease), len(h.expires), h.lateMs[len(h.lateMs)/2], h.lateMs[len(h.lateMs)-1],
+		len(h.ackLease), len(h.expires), h.unobserved, h.lateMs[len(h.lateMs)/2], h.lateMs[len(h.lateMs)-1],
 		percentile(failovers, .5).Round(time.Millisecond), percentile(failovers, .9).Round(time.Millisecond), percentile(failovers, 1).Round(time.Millisecond))
 }
 
 // verifyEnd quiesces and checks what the package comment says holds at
 // the end.
-func (h *harness) verifyEnd(clients []*client.Client, lasts []atomic.Uint64, stopWatch context.CancelFunc, wdone []chan struct{}) {
+func (h *harness) verifyEnd(clients []*client.Client, lasts, sinces []atomic.Uint64, stopWatch context.CancelFunc, wdone []chan struct{}) {
 	t := h.t
 	ctx := context.Background()
 	h.kill.Store(-1) // after the loop
@@ -740,10 +742,19 @@ func (h *harness) verifyEnd(clients []*client.Client, lasts []atomic.Uint64, sto
 			}
 		}
 	}
-	// Every acknowledged lease expired, once, seen by some watcher.
-	for key := range h.ackLease {
-		if h.expSeen[key] == 0 {
-			h.failf("lease %s was acknowledged, but no watcher saw its EXPIRE", key)
+	// Every acknowledged lease expired once (checked as the EXPIREs
+	// came): one no watcher saw must have fallen where each re-snapshotted
+	// after its PUT, since every lease was gone before the marker, which
+	// each watcher's last stream reached.
+	for key, put := range h.ackLease {
+		if h.expSeen[key] > 0 {
+			continue
 		}
+		for i := range sinces {
+			if s := sinces[i].Load(); s <= put {
+				h.failf("lease %s put at revision %d is gone, but the watcher on %s, following since revision %d, never saw its EXPIRE", key, put, h.peers[i].ID, s)
+			}
+		}
+		h.unobserved++
 	}
 }
