@@ -18,6 +18,16 @@
 //     re-snapshot is allowed only after a closure or a lost connection,
 //     never after a sequence gap, and never goes back in revision.
 //
+// A killed leader is restarted only once the other two elected a new one:
+// a follower that still took it for the leader would forward a write to
+// the restarting process, which OpenCluster answers before its raft node
+// exists, and crashes (TestForwardDuringOpenCluster, skipped until
+// cluster.go is fixed).
+//
+// Not checked here: the byte identity of the nodes' checkpoint images
+// (the root package's TestClusterImagesAreByteIdentical does it in
+// process); the nodes' views are compared entry by entry instead.
+//
 // The raft timeouts are short so that a kill costs little wall time:
 // HeartbeatTimeout and ElectionTimeout 100 ms, LeaderLeaseTimeout 50 ms,
 // CommitTimeout package replica's default, 2 ms. The store runs on
