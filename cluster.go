@@ -133,7 +133,7 @@ func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &clusterNode{s: s, rpcs: rpcs, self: co.NodeID, quit: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	c := &clusterNode{s: s, rpcs: rpcs, self: co.NodeID, quit: make(chan struct{}), ready: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	c.less.bound = cmp.Or(co.LeaderlessAfter, DefaultLeaderlessAfter)
 	if err := openCluster(s, c, co); err != nil {
 		c.shutdown()
@@ -241,6 +241,7 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		return err
 	}
 	c.wait = 2 * c.node.ElectionTimeout()
+	close(c.started)
 	s.pipe.start()
 	go s.leases.run()
 	go c.leaderLoop()
@@ -288,9 +289,12 @@ type clusterNode struct {
 	// less is when a leader was last heard (cluster_leaderless.go).
 	less leaderless
 
-	quit     chan struct{}
-	done     chan struct{}
-	ready    chan struct{}
+	quit  chan struct{}
+	done  chan struct{}
+	ready chan struct{}
+	// started is closed once raft runs here (node and wait are set):
+	// forwarded calls that arrive before are refused as not applied.
+	started  chan struct{}
 	stopOnce sync.Once
 }
 

@@ -329,6 +329,9 @@ const (
 	verbDelete    = "delete"
 	verbExpire    = "expire"
 	verbReadIndex = "readindex"
+	// verbStarting is never sent: handle answers every call with it
+	// until raft has started on this node.
+	verbStarting = "starting"
 )
 
 type fwdPrincipal struct {
@@ -441,7 +444,18 @@ func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 		e    Entry
 		err  error
 	)
+	select {
+	case <-c.started:
+	default:
+		// The RPC port opens before raft starts (peers ask it for
+		// agreement then), and a peer that still takes this node for
+		// the leader may forward to it meanwhile: nothing here can
+		// serve that call yet, and nothing was applied.
+		req.Verb = verbStarting
+	}
 	switch req.Verb {
+	case verbStarting:
+		err = notApplied("%s is still starting", c.self)
 	case verbPut:
 		x := Expect{set: req.ExpectSet, rev: req.ExpectRev}
 		e, err = s.Put(ctx, p, PutRequest{Namespace: req.Namespace, Key: req.Key, Schema: req.Schema, Document: req.Document,

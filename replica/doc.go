@@ -146,7 +146,7 @@
 //     failed after is an unknown outcome. Messages are bounded both ways.
 //     Raft and peer calls run over TLS when configured.
 //     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, ServeRPC.
-//     Tests: TestRPCOverTCP, TestRPCBounds, statestore.TestClusterOverTCP.
+//     Tests: TestRPCOverTCP, TestRPCBounds, TestNetworkTransportDoesNotPipeline, statestore.TestClusterOverTCP.
 //  7. A node that heard from no leader for its bound closes its watches
 //     UNAVAILABLE and refuses writes, linearizable reads and new watches
 //     until it hears one; stale reads go on.

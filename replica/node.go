@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -335,10 +336,19 @@ func (n *Node) closeTransport() error {
 }
 
 // newNetworkTransport is raft's TCP transport on addr, over mutual TLS
-// when tc is set.
+// when tc is set, without pipelined replication (MaxRPCsInFlight 1). With
+// raft v1.8.0's pipeline, a leader that lost its term could leave a
+// replication goroutine blocked handing a request to the pipeline's
+// response decoder after that decoder had already returned on raft's stop
+// signal; nothing closed the pipeline, so Store.Close waited in raft's
+// Shutdown for ever (seen under -race in TestClusterOverTCP/tls). Each
+// follower applies its AppendEntries in order on one connection and
+// fdatasyncs each batch, so the overlap pipelining buys is one loopback
+// round trip beside that fdatasync.
 func newNetworkTransport(addr string, tc *tls.Config) (*raft.NetworkTransport, error) {
+	conf := &raft.NetworkTransportConfig{MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hclog.NewNullLogger()}
 	if tc == nil {
-		t, err := raft.NewTCPTransport(addr, nil, 3, 10*time.Second, io.Discard)
+		t, err := raft.NewTCPTransportWithConfig(addr, nil, conf)
 		if err != nil {
 			return nil, fmt.Errorf("replica transport on %s: %w", addr, err)
 		}
@@ -348,7 +358,8 @@ func newNetworkTransport(addr string, tc *tls.Config) (*raft.NetworkTransport, e
 	if err != nil {
 		return nil, fmt.Errorf("replica TLS transport on %s: %w", addr, err)
 	}
-	return raft.NewNetworkTransport(&tlsStream{ln: ln, tc: tc}, 3, 10*time.Second, io.Discard), nil
+	conf.Stream = &tlsStream{ln: ln, tc: tc}
+	return raft.NewNetworkTransportWithConfig(conf), nil
 }
 
 // tlsStream is a raft.StreamLayer over mutual TLS.

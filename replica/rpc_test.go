@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestRPCOverTCP(t *testing.T) {
@@ -137,5 +139,22 @@ func TestConfigRefusals(t *testing.T) {
 	c, err := ok.withDefaults()
 	if err != nil || c.ElectionTimeout != DefaultElectionTimeout || c.CommitTimeout != DefaultCommitTimeout || c.MaxAppendEntries != DefaultMaxAppendEntries {
 		t.Fatalf("defaults = %+v, %v", c, err)
+	}
+}
+
+// TestNetworkTransportDoesNotPipeline: raft's pipelined replication could
+// leave Shutdown waiting for ever (newNetworkTransport's comment), so the
+// TCP transport, with or without TLS, answers a pipeline request with
+// raft.ErrPipelineReplicationNotSupported and raft replicates one
+// AppendEntries at a time.
+func TestNetworkTransportDoesNotPipeline(t *testing.T) {
+	t.Parallel()
+	nt, err := newNetworkTransport("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nt.Close()
+	if _, err := nt.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline = %v, want ErrPipelineReplicationNotSupported", err)
 	}
 }

@@ -18,12 +18,7 @@ import (
 	"github.com/keeppeek/statestore/schema"
 )
 
-const (
-	envForwardChild = "CLUSTERKILL_FORWARD_CHILD"
-	// envForwardBug runs TestForwardDuringOpenCluster, which fails until
-	// the bug it shows is fixed (see its comment).
-	envForwardBug = "CLUSTERKILL_FORWARD_BUG"
-)
+const envForwardChild = "CLUSTERKILL_FORWARD_CHILD"
 
 // slowLog is raft's in-memory log whose LastIndex waits for release: it
 // holds OpenCluster inside replica.Start (raft.HasExistingState reads it).
@@ -81,15 +76,12 @@ func forwardChild() {
 // the leader), not crash the process. Today openCluster (cluster.go)
 // opens the forwarding port (replica.ServeRPC) before replica.Start sets
 // clusterNode.node, and clusterNode.write calls c.node.Leader() on the nil
-// node: a nil dereference that kills the process. The kill loop met it as
+// node: a nil dereference that killed the process. The kill loop met it as
 // a restarted former leader, forwarded to by a follower that had not yet
-// noticed the kill, dying at once (and works around it by restarting only
-// after a new leader is known). Skipped unless CLUSTERKILL_FORWARD_BUG is
-// set, until cluster.go is fixed.
+// noticed the kill, dying at once (and still restarts only after a new
+// leader is known). Now such a call is answered not applied until raft
+// runs (clusterNode.started), and the forwarder retries elsewhere.
 func TestForwardDuringOpenCluster(t *testing.T) {
-	if os.Getenv(envForwardBug) == "" {
-		t.Skip("fails until cluster.go's openCluster stops serving forwarded calls before raft starts; set " + envForwardBug + " to run")
-	}
 	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envForwardChild+"=1")

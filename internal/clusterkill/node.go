@@ -40,16 +40,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/client"
-	"github.com/keeppeek/statestore/replica/raftlog"
 	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
@@ -106,24 +101,6 @@ const (
 	LineFollower = "follower" // this node stopped leading
 )
 
-// durableStores is the journal-backed raft log and stable store in dir.
-// It goes once OpenCluster makes them its default.
-func durableStores(dir string) (raft.LogStore, raft.StableStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
-	}
-	logs, err := raftlog.Open(filepath.Join(dir, "raft-log"), raftlog.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	stable, err := raftlog.OpenStable(filepath.Join(dir, "raft-stable"), nil)
-	if err != nil {
-		logs.Close()
-		return nil, nil, err
-	}
-	return logs, stable, nil
-}
-
 // RunNode runs one node until stop is closed: the store as a cluster node
 // over TCP, served over WebSocket on its WSAddr at client.WebSocketPath.
 // It prints LineServing once serving, LineReady once caught up, and
@@ -141,15 +118,10 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	if self == nil {
 		return fmt.Errorf("clusterkill: node %q is not among the peers", cfg.ID)
 	}
-	logs, stable, err := durableStores(cfg.Dir)
-	if err != nil {
-		return fmt.Errorf("clusterkill: node %s raft stores: %w", cfg.ID, err)
-	}
 	s, err := statestore.OpenCluster(statestore.Options{Dir: cfg.Dir}, statestore.ClusterOptions{
 		NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers,
 		HeartbeatTimeout: HeartbeatTimeout, ElectionTimeout: ElectionTimeout, LeaderLeaseTimeout: LeaderLeaseTimeout,
 		SnapshotThreshold: SnapshotThreshold, TrailingLogs: TrailingLogs,
-		LogStore: logs, StableStore: stable,
 	})
 	if err != nil {
 		return fmt.Errorf("clusterkill: node %s open: %w", cfg.ID, err)
@@ -229,9 +201,5 @@ loop:
 	if errors.Is(serr, http.ErrServerClosed) {
 		serr = nil
 	}
-	err = s.Close()
-	if c, ok := logs.(io.Closer); ok {
-		err = errors.Join(err, c.Close())
-	}
-	return errors.Join(serr, err)
+	return errors.Join(serr, s.Close())
 }
