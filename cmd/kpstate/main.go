@@ -121,6 +121,7 @@ var commands = []cliflag.Sub{
 	{Name: "watch", Summary: "print a namespace's snapshot, then every change, re-snapshotting when it must", Run: runWatch},
 	{Name: "lease", Summary: "hold a lease: claim create-only with a TTL, renew, release on SIGINT (lease hold)", Run: runLease},
 	{Name: "status", Summary: "the server as the token's principal sees it: capability, version, readable namespaces", Run: runStatus},
+	{Name: "cluster", Summary: "a cluster node's membership and leadership: status, add-voter, remove, transfer-leader", Run: runCluster},
 	{Name: "token", Summary: "make a principal's token and its [[principal]] entry (token new)", Run: runToken},
 	{Name: "version", Summary: "print the build: module, version, VCS revision, modified flag", Run: runVersion},
 }
