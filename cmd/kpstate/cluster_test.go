@@ -256,6 +256,8 @@ func TestClusterOfThreeServes(t *testing.T) {
 					leaders++
 				}
 			}
+			code, human, errs := kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", opsTok, caArgs(caFile))...)
+			golden(t, "cluster_status", code, normalizeCluster(human, nodes), errs)
 			if len(st.Members) != 3 || leaders != 1 || st.Leader == "" || !st.Ready || st.Node != "n1" {
 				t.Fatalf("cluster status = %+v; want n1 ready, three voters, one leader", st)
 			}
@@ -279,8 +281,12 @@ func TestClusterOfThreeServes(t *testing.T) {
 			}
 
 			// A plain principal: 403, exit 1.
-			code, _, errs = kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
-			if code != exitRefused || !strings.Contains(errs, "PERMISSION_DENIED") {
+			code, out, errs = kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
+			golden(t, "cluster_status_denied", code, out, errs)
+			code, out, errs = kp(t, argv("cluster", "status", "--json", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
+			golden(t, "cluster_status_denied_json", code, out, errs)
+			code, out, errs = kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
+			if code != exitRefused || !strings.Contains(errs, "PERMISSION_DENIED") || out != "" {
 				t.Errorf("cluster status as alice: exit %d, stderr %q; want 1 PERMISSION_DENIED", code, errs)
 			}
 			if c, body := nodes[0].get(clusterAPI, alice.token); c != 403 {
@@ -352,4 +358,32 @@ func nodeByID(t *testing.T, nodes []testNode, id string) *testNode {
 	}
 	t.Fatalf("no node %q", id)
 	return nil
+}
+
+// normalizeCluster replaces what changes from run to run in cluster
+// status's human form: each node's raft address (and so the table's
+// widths), the applied index, and which node leads.
+func normalizeCluster(s string, nodes []testNode) string {
+	for _, n := range nodes {
+		s = strings.ReplaceAll(s, n.raft, "<RAFT_"+n.id+">")
+	}
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		switch {
+		case strings.HasPrefix(line, "leader:"):
+			line = "leader:        <LEADER>"
+		case strings.HasPrefix(line, "applied index:"):
+			line = "applied index: <INDEX>"
+		default:
+			if strings.HasPrefix(line, "  ") { // a member's row: its widths follow the addresses
+				line = "  " + strings.Join(strings.Fields(line), " ")
+				line = strings.TrimSuffix(strings.TrimSuffix(line, " leader"), " follower")
+				if !strings.HasSuffix(line, "ROLE") {
+					line += " <ROLE>"
+				}
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
 }
