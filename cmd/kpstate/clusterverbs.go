@@ -24,9 +24,11 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	return cliflag.Table{Program: cliflag.Program{Name: program.Name + " cluster", ExitCodes: clientProgram.ExitCodes}, Subs: subs,
 		Usage: func(w io.Writer) {
 			fmt.Fprintln(w, "kpstate cluster: a cluster node's membership and leadership (admin token)")
-			fmt.Fprintln(w, "\nUsage: kpstate cluster <verb> [flags]")
-			fmt.Fprintln(w, "\nVerbs:")
+			fmt.Fprintln(w, "\nUsage: kpstate cluster <command> [flags]   (kpstate cluster help <command> for its flags)")
+			fmt.Fprintln(w, "\nCommands:")
 			cliflag.Table{Subs: subs}.PrintSubs(w)
+			fmt.Fprintln(w, "\nExamples:\n  kpstate cluster status --token-file ops.token\n  kpstate cluster transfer-leader n2 --token-file ops.token")
+			fmt.Fprintln(w, "\nExit codes: "+clientProgram.ExitCodes)
 		}}.Run(args, stdout, stderr)
 }
 

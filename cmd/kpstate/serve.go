@@ -54,7 +54,15 @@ session drawing up to its share: over it its reading pauses and its watch update
 BUFFER_OVERFLOW; default 67108864), memory_limit (the Go runtime's soft memory limit, so these budgets
 bound resident memory; default twice limits.max_total_bytes plus max_queued_bytes plus 64 MiB;
 GOMEMLIMIT in the environment wins); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
-them). Relative paths are relative to the file's directory; an unknown key is an error naming it and its
+them); and [cluster] to run the store as one node of a raft cluster: node_id, raft_listen and rpc_listen
+(this node's raft and peer-call addresses, as its own entry gives them), join (true for a node added
+later with kpstate cluster add-voter), election_timeout, heartbeat_timeout, leader_lease_timeout,
+commit_timeout, one [[cluster.peer]] per initial member, this node included (id, raft_addr, rpc_addr;
+the same on every node), and [cluster.tls] cert_file, key_file and ca_file (mutual TLS: every peer's
+certificate signed by the cluster CA, the only one trusted). In cluster mode config_toml is refused,
+/readyz is 200 only while a leader is known and this node has caught up, the admin principals have
+/api/cluster (kpstate cluster), and a raft or RPC address off loopback needs [cluster.tls] or
+--insecure. Relative paths are relative to the file's directory; an unknown key is an error naming it and its
 line. A listen or metrics_listen address that is not loopback needs [tls], or --insecure when a proxy
 in front terminates TLS. On start one line on stdout gives the WebSocket URL, the store's state and the
 version (--json: one JSON object). SIGHUP reloads the principals: a removed principal's sessions end,
@@ -67,7 +75,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		Examples: []string{"kpstate serve --config /etc/kpstate/kpstate.toml",
 			"kpstate serve --config kpstate.toml --json   # the start line as JSON, e.g. for scripts"}}, stdout, stderr)
 	file := c.FS.String("config", "", "the configuration `FILE` (TOML)")
-	insecure := c.FS.Bool("insecure", false, "allow a non-loopback listen or metrics_listen without [tls] (TLS terminated by a proxy in front)")
+	insecure := c.FS.Bool("insecure", false, "allow a non-loopback listen or metrics_listen without [tls] (TLS terminated by a proxy in front), and raft or RPC addresses off loopback without [cluster.tls] (a trusted peer network)")
 	asJSON := c.FS.Bool("json", false, "print the start line as one JSON object")
 	if code := c.Parse(args); code >= 0 {
 		return code
