@@ -1,12 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -311,6 +313,26 @@ func TestClusterOfThreeServes(t *testing.T) {
 				t.Errorf("metrics: %d, missing the cluster gauges:\n%s", code, body)
 			}
 			if withTLS {
+				// The peer ports are mutual TLS: a client without a
+				// certificate the cluster CA signed is refused.
+				conn, err := tls.Dial("tcp", nodes[0].rpc, &tls.Config{RootCAs: tt.pool})
+				if err == nil {
+					conn.SetDeadline(time.Now().Add(guard))
+					_, err = conn.Read(make([]byte, 1))
+					conn.Close()
+				}
+				if err == nil || !strings.Contains(err.Error(), "certificate") {
+					t.Errorf("a peer call without a client certificate: %v; want the handshake refused for want of a certificate", err)
+				}
+				// A node that loses its quorum is no longer ready.
+				for i := 1; i < len(nodes); i++ {
+					nodes[i].signal(syscall.SIGKILL)
+					nodes[i].wait()
+				}
+				until(t, "n1 /readyz 503 without a leader", func() bool {
+					code, body := nodes[0].get("/readyz", "")
+					return code == 503 && strings.Contains(body, "knows no leader")
+				})
 				return
 			}
 
