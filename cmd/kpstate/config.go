@@ -42,6 +42,9 @@ type config struct {
 	Server         serverSection     `toml:"server"`
 	Limits         limitsConfig      `toml:"limits"`
 	Principals     []principalConfig `toml:"principal"`
+	// Cluster is [cluster]: present, the store is one node of a raft
+	// cluster (OpenCluster) instead of a single store.
+	Cluster *clusterSection `toml:"cluster"`
 
 	path  string     // the file it was loaded from
 	level slog.Level // LogLevel, parsed
@@ -277,8 +280,20 @@ func (c *config) check() error {
 		hashes[h] = i
 		p.hash = h
 	}
+	if c.Cluster != nil {
+		if c.ConfigTOML != "" {
+			return bad("config_toml", "settings-backed namespaces live in one server's config.toml and are refused with [cluster]")
+		}
+		if err := c.Cluster.check(c.Listen); err != nil {
+			return &configError{File: c.path, Field: err.field, Err: err.err}
+		}
+	}
 	dir := filepath.Dir(c.path)
-	for _, p := range []*string{&c.DataDir, &c.ConfigTOML, &c.TLS.CertFile, &c.TLS.KeyFile} {
+	paths := []*string{&c.DataDir, &c.ConfigTOML, &c.TLS.CertFile, &c.TLS.KeyFile}
+	if c.Cluster != nil {
+		paths = append(paths, &c.Cluster.TLS.CertFile, &c.Cluster.TLS.KeyFile, &c.Cluster.TLS.CAFile)
+	}
+	for _, p := range paths {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
@@ -398,9 +413,18 @@ func (c *config) loadTLS() (*tls.Config, error) {
 }
 
 // checkExposure refuses a non-loopback listen or metrics_listen without
-// TLS, unless insecure: tokens would cross the network in clear.
+// TLS, unless insecure: tokens would cross the network in clear. So it
+// does a non-loopback raft or RPC address without [cluster.tls]: a
+// forwarded call names its principal, so whoever reaches a peer port
+// could write as anyone.
 func (c *config) checkExposure(insecure bool) error {
-	if c.tlsEnabled() || insecure {
+	if insecure {
+		return nil
+	}
+	if err := c.Cluster.checkExposure(c.path); err != nil {
+		return err
+	}
+	if c.tlsEnabled() {
 		return nil
 	}
 	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"metrics_listen", c.MetricsListen}} {

@@ -134,4 +134,28 @@ func TestDeployUnitAndExample(t *testing.T) {
 	if err != nil || len(cfg.Principals) != 1 || !cfg.Principals[0].Admin {
 		t.Fatalf("the example with its principal uncommented: %+v, %v", cfg, err)
 	}
+	// Its [cluster], uncommented, loads as three peers under mutual TLS,
+	// and passes the exposure rule without --insecure.
+	begin, end := strings.Index(text, "# BEGIN cluster example"), strings.Index(text, "# END cluster example")
+	if begin < 0 || end < begin {
+		t.Fatal("the example has no [cluster] block between # BEGIN and # END cluster example")
+	}
+	var lines []string
+	for line := range strings.SplitSeq(text[begin:end], "\n") {
+		if rest, ok := strings.CutPrefix(line, "# "); ok && !strings.HasPrefix(line, "# BEGIN") {
+			line = rest
+		}
+		lines = append(lines, line)
+	}
+	text = text[:begin] + strings.Join(lines, "\n") + text[end:]
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = loadConfig(file)
+	if err != nil || cfg.Cluster == nil || len(cfg.Cluster.Peers) != 3 || !cfg.Cluster.tlsEnabled() {
+		t.Fatalf("the example with its [cluster] uncommented: %+v, %v", cfg, err)
+	}
+	if err := cfg.checkExposure(false); err != nil {
+		t.Errorf("the example's [cluster] would be refused: %v", err)
+	}
 }

@@ -10,12 +10,13 @@ import (
 // and the exit codes.
 func TestHelpOfEveryVerb(t *testing.T) {
 	t.Parallel()
-	verbs := [][]string{{"token", "new"}, {"lease", "hold"}}
+	verbs := [][]string{{"token", "new"}, {"lease", "hold"}, {"cluster", "status"}, {"cluster", "add-voter"}, {"cluster", "remove"}, {"cluster", "transfer-leader"}}
 	for _, c := range commands {
 		verbs = append(verbs, []string{c.Name})
 	}
 	// The verbs that are the store's clients, with the flags they share.
-	clientVerbs := map[string]bool{"get": true, "put": true, "delete": true, "watch": true, "lease hold": true, "status": true}
+	clientVerbs := map[string]bool{"get": true, "put": true, "delete": true, "watch": true, "lease hold": true, "status": true,
+		"cluster status": true, "cluster add-voter": true, "cluster remove": true, "cluster transfer-leader": true}
 	for _, v := range verbs {
 		code, out, errs := kp(t, append(v, "--help")...)
 		name := strings.Join(v, " ")
@@ -36,8 +37,8 @@ func TestHelpOfEveryVerb(t *testing.T) {
 				}
 			}
 		}
-		if name == "token" || name == "lease" { // a table of verbs: its usage lists them instead of flags
-			sub := map[string]string{"token": "new", "lease": "hold"}[name]
+		if name == "token" || name == "lease" || name == "cluster" { // a table of verbs: its usage lists them instead of flags
+			sub := map[string]string{"token": "new", "lease": "hold", "cluster": "status"}[name]
 			wants = []string{"Usage: kpstate " + name + " <command>", "\nCommands:\n  " + sub + " ", "\nExamples:\n  kpstate " + name + " " + sub, "\nExit codes: 0 success, 1 the store refused"}
 		}
 		for _, want := range wants {
@@ -61,7 +62,7 @@ func TestHelpOfEveryVerb(t *testing.T) {
 	// serve's help names every configuration key.
 	_, out, _ = kp(t, "help", "serve")
 	for _, key := range []string{"data_dir", "listen", "metrics_listen", "inspector", "allowed_origins", "config_toml", "log_format", "log_level",
-		"[tls]", "cert_file", "key_file", "[limits]", "[[principal]]", "token_sha256", "SIGHUP", "SIGTERM", "--insecure"} {
+		"[tls]", "cert_file", "key_file", "[cluster]", "raft_listen", "rpc_listen", "[[cluster.peer]]", "[cluster.tls]", "ca_file", "[limits]", "[[principal]]", "token_sha256", "SIGHUP", "SIGTERM", "--insecure"} {
 		if !strings.Contains(out, key) {
 			t.Errorf("serve --help does not name %s", key)
 		}

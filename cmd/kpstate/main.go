@@ -14,6 +14,7 @@
 //	watch       print a namespace's snapshot, then every change, re-snapshotting when it must
 //	lease       hold a lease: claim create-only with a TTL, renew, release (lease hold)
 //	status      the server as the token's principal sees it
+//	cluster     a cluster node's membership and leadership (status, add-voter, remove, transfer-leader)
 //	token       make a principal's token and its [[principal]] entry (token new)
 //	version     print the build: module, version, VCS revision, modified flag
 //
@@ -89,6 +90,14 @@
 //     NOT_FOUND, or not made within the TTL, ends it with a non-zero exit.
 //     Code: leaseHold.run, leaseHold.put, leaseHold.release, leaseHold.heldByAnother.
 //     Tests: TestLeaseHold, TestLeaseHoldRenewsAndSaysWhenLost.
+//  9. A [cluster] section makes serve open the store as a raft node, and
+//     every bad field of it stops serve naming the field; a raft or RPC
+//     address off loopback needs [cluster.tls] (mutual TLS, the cluster
+//     CA the only one trusted) or --insecure. /readyz is ready only while
+//     a leader is known and the node has caught up; the cluster admin
+//     surface answers admin principals only (403 otherwise).
+//     Code: clusterSection.check, clusterSection.checkExposure, clusterSection.loadTLS, server.clusterUnready, server.admin.
+//     Tests: TestClusterConfigRefusals, TestClusterExposure, TestClusterOfThreeServes.
 package main
 
 import (
@@ -121,6 +130,7 @@ var commands = []cliflag.Sub{
 	{Name: "watch", Summary: "print a namespace's snapshot, then every change, re-snapshotting when it must", Run: runWatch},
 	{Name: "lease", Summary: "hold a lease: claim create-only with a TTL, renew, release on SIGINT (lease hold)", Run: runLease},
 	{Name: "status", Summary: "the server as the token's principal sees it: capability, version, readable namespaces", Run: runStatus},
+	{Name: "cluster", Summary: "a cluster node's membership and leadership: status, add-voter, remove, transfer-leader", Run: runCluster},
 	{Name: "token", Summary: "make a principal's token and its [[principal]] entry (token new)", Run: runToken},
 	{Name: "version", Summary: "print the build: module, version, VCS revision, modified flag", Run: runVersion},
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/keeppeek/statestore/internal/buildinfo"
 	"github.com/keeppeek/statestore/internal/cliflag"
 	"github.com/keeppeek/statestore/ops/inspector"
-	"github.com/keeppeek/statestore/ops/promstats"
 	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
@@ -55,7 +54,15 @@ session drawing up to its share: over it its reading pauses and its watch update
 BUFFER_OVERFLOW; default 67108864), memory_limit (the Go runtime's soft memory limit, so these budgets
 bound resident memory; default twice limits.max_total_bytes plus max_queued_bytes plus 64 MiB;
 GOMEMLIMIT in the environment wins); and one [[principal]] per principal: id, admin, token_sha256 (kpstate token new makes
-them). Relative paths are relative to the file's directory; an unknown key is an error naming it and its
+them); and [cluster] to run the store as one node of a raft cluster: node_id, raft_listen and rpc_listen
+(this node's raft and peer-call addresses, as its own entry gives them), join (true for a node added
+later with kpstate cluster add-voter), election_timeout, heartbeat_timeout, leader_lease_timeout,
+commit_timeout, one [[cluster.peer]] per initial member, this node included (id, raft_addr, rpc_addr;
+the same on every node), and [cluster.tls] cert_file, key_file and ca_file (mutual TLS: every peer's
+certificate signed by the cluster CA, the only one trusted). In cluster mode config_toml is refused,
+/readyz is 200 only while a leader is known and this node has caught up, the admin principals have
+/api/cluster (kpstate cluster), and a raft or RPC address off loopback needs [cluster.tls] or
+--insecure. Relative paths are relative to the file's directory; an unknown key is an error naming it and its
 line. A listen or metrics_listen address that is not loopback needs [tls], or --insecure when a proxy
 in front terminates TLS. On start one line on stdout gives the WebSocket URL, the store's state and the
 version (--json: one JSON object). SIGHUP reloads the principals: a removed principal's sessions end,
@@ -68,7 +75,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		Examples: []string{"kpstate serve --config /etc/kpstate/kpstate.toml",
 			"kpstate serve --config kpstate.toml --json   # the start line as JSON, e.g. for scripts"}}, stdout, stderr)
 	file := c.FS.String("config", "", "the configuration `FILE` (TOML)")
-	insecure := c.FS.Bool("insecure", false, "allow a non-loopback listen or metrics_listen without [tls] (TLS terminated by a proxy in front)")
+	insecure := c.FS.Bool("insecure", false, "allow a non-loopback listen or metrics_listen without [tls] (TLS terminated by a proxy in front), and raft or RPC addresses off loopback without [cluster.tls] (a trusted peer network)")
 	asJSON := c.FS.Bool("json", false, "print the start line as one JSON object")
 	if code := c.Parse(args); code >= 0 {
 		return code
@@ -93,6 +100,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
+	var peerTLS *tls.Config
+	if cfg.Cluster != nil {
+		if peerTLS, err = cfg.Cluster.loadTLS(cfg.path); err != nil {
+			return c.Fail(exitUsage, "%v", err)
+		}
+	}
 	log := cfg.logger(stderr)
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(cfg.memoryLimit())
@@ -104,7 +117,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(stop)
 	defer signal.Stop(hup)
-	s, err := startServer(cfg, tlsConf, log)
+	s, err := startServer(cfg, tlsConf, peerTLS, log)
 	if err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
@@ -156,11 +169,13 @@ type server struct {
 	servers   []*http.Server          // the API's, then the metrics' when configured
 	listeners []net.Listener          // the same order
 	failed    chan error              // a Serve that returned for another reason than the shutdown
+	leaders   *leaderWatch            // a cluster node's leader changes; nil for a single store
 }
 
 // startServer opens the store (or, if it cannot, serves it UNAVAILABLE),
 // listens, and serves until shutdown.
-func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, error) {
+// peerTLS is [cluster.tls]'s, nil without it.
+func startServer(cfg *config, tlsConf, peerTLS *tls.Config, log *slog.Logger) (*server, error) {
 	reg, err := cliflag.Registry()
 	if err != nil {
 		return nil, err
@@ -174,20 +189,31 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 	if len(cfg.Principals) == 0 {
 		log.Warn("no [[principal]] in the configuration: every request is refused until a reload adds one")
 	}
-	s.store, err = statestore.Open(statestore.Options{Dir: cfg.DataDir, Limits: cfg.limits(), Settings: cfg.ConfigTOML,
-		Schemas: reg, Logger: log.With("component", "store")})
+	opts := statestore.Options{Dir: cfg.DataDir, Limits: cfg.limits(), Settings: cfg.ConfigTOML,
+		Schemas: reg, Logger: log.With("component", "store")}
+	if cfg.Cluster != nil {
+		s.store, err = statestore.OpenCluster(opts, cfg.Cluster.options(peerTLS))
+	} else {
+		s.store, err = statestore.Open(opts)
+	}
 	if err != nil {
 		if statestore.CodeOf(err) == statestore.InvalidArgument {
 			// Options the store refuses are the configuration's fault.
 			var se *statestore.Error
 			errors.As(err, &se)
-			field := map[string]string{"Limits": "limits", "Dir": "data_dir"}[se.Field]
+			field, ok := map[string]string{"Limits": "limits", "Dir": "data_dir", "Settings": "config_toml"}[se.Field]
+			if !ok && cfg.Cluster != nil {
+				field = "cluster"
+			}
 			return nil, &configError{File: cfg.path, Field: field, Err: err}
 		}
 		s.store, s.cause = nil, err
 		log.Error("the store cannot be opened: serving it UNAVAILABLE", "data_dir", cfg.DataDir, "err", err)
 	} else {
-		log.Info("store open", "data_dir", cfg.DataDir)
+		log.Info("store open", "data_dir", cfg.DataDir, "cluster", cfg.Cluster != nil)
+		if cl := s.store.Cluster(); cl != nil {
+			s.leaders = watchLeader(cl)
+		}
 	}
 	if err := s.budgetConnections(); err != nil {
 		s.closeStore()
@@ -217,6 +243,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 	mux.Handle("/", s.ins)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
+	s.mountClusterAdmin(mux)
 	// The Host check comes first: a rebound page is refused before it can
 	// try a token.
 	if err := s.listen(cfg.Listen, "listen", hosts.Handler(mux), tlsConf); err != nil {
@@ -229,7 +256,7 @@ func startServer(cfg *config, tlsConf *tls.Config, log *slog.Logger) (*server, e
 			src = s.store.Stats
 		}
 		mm := http.NewServeMux()
-		mm.Handle("GET /metrics", promstats.Handler(src))
+		mm.Handle("GET /metrics", s.metricsHandler(src))
 		if err := s.listen(cfg.MetricsListen, "metrics_listen", hosts.Handler(mm), tlsConf); err != nil {
 			s.shutdown()
 			return nil, err
@@ -299,7 +326,8 @@ func (s *server) listen(addr, key string, h http.Handler, tlsConf *tls.Config) e
 }
 
 // readyz answers 200 while the store is open and advertises its
-// capability, 503 with the cause otherwise.
+// capability and, in cluster mode, while a leader is known and this node
+// has caught up; 503 with the cause otherwise.
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	switch {
@@ -308,6 +336,10 @@ func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	case !slices.Contains(s.store.Capabilities(), statestore.Capability):
 		http.Error(w, fmt.Sprintf("unavailable: the store does not advertise %s (state %v)", statestore.Capability, s.store.Stats().State), http.StatusServiceUnavailable)
 	default:
+		if why := s.clusterUnready(); why != "" {
+			http.Error(w, "unavailable: "+why, http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ready")
 	}
 }
@@ -430,6 +462,8 @@ func (s *server) closeStore() error {
 	if s.store == nil {
 		return nil
 	}
+	s.leaders.close()
+	s.leaders = nil
 	err := s.store.Close()
 	if err != nil {
 		s.log.Error("store close", "err", err)

@@ -1,6 +1,6 @@
 // Package testtls makes a throwaway certificate authority and a server
 // certificate for 127.0.0.1 signed by it, for tests that serve TLS on
-// loopback: in process (Server, Pool) or as files for a child process
+// loopback (the certificate serves both ends of mutual TLS): in process (Server, Pool) or as files for a child process
 // (WriteFiles: the server's certificate and key, and the CA a client
 // trusts). The keys live as long as the test; nothing is trusted beyond
 // it, since each CA is made anew and valid for an hour around now.
@@ -66,7 +66,7 @@ func New(t testing.TB, name string) *CA {
 	}
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)

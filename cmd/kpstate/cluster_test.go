@@ -1,0 +1,411 @@
+package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// clusterBase is a valid configuration's top, before its [cluster].
+const clusterBase = "data_dir = \"d\"\nlisten = \"127.0.0.1:8765\"\n"
+
+// clusterGood is a valid three-node [cluster], node n1's.
+const clusterGood = `
+[cluster]
+node_id = "n1"
+raft_listen = "127.0.0.1:7001"
+rpc_listen = "127.0.0.1:7002"
+[[cluster.peer]]
+id = "n1"
+raft_addr = "127.0.0.1:7001"
+rpc_addr = "127.0.0.1:7002"
+[[cluster.peer]]
+id = "n2"
+raft_addr = "127.0.0.1:7011"
+rpc_addr = "127.0.0.1:7012"
+`
+
+// withKey is clusterGood with line in [cluster] itself.
+func withKey(line string) string {
+	const at = "rpc_listen = \"127.0.0.1:7002\"\n"
+	return strings.Replace(clusterGood, at, at+line+"\n", 1)
+}
+
+// TestClusterConfigRefusals loads each bad [cluster]: the error names the
+// field and the problem, and the good one loads.
+func TestClusterConfigRefusals(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, toml string
+		want       string // after "FILE: "; "" loads
+	}{
+		{"good", clusterGood, ""},
+		{"good with TLS and timeouts", withKey("election_timeout = \"1s\"") + "[cluster.tls]\ncert_file = \"c\"\nkey_file = \"k\"\nca_file = \"ca\"\n", ""},
+		{"no node_id", strings.Replace(clusterGood, `node_id = "n1"`, "", 1), "cluster.node_id: required"},
+		{"bad node_id", strings.Replace(clusterGood, `node_id = "n1"`, `node_id = "n/1"`, 1), `cluster.node_id: "n/1": want letters`},
+		{"node_id not a peer", strings.Replace(clusterGood, `node_id = "n1"`, `node_id = "n9"`, 1), `cluster.node_id: "n9" is no [[cluster.peer]]'s id`},
+		{"no raft_listen", strings.Replace(clusterGood, `raft_listen = "127.0.0.1:7001"`, "", 1), "cluster.raft_listen: required"},
+		{"raft_listen port 0", strings.Replace(clusterGood, `raft_listen = "127.0.0.1:7001"`, `raft_listen = "127.0.0.1:0"`, 1), "cluster.raft_listen: \"127.0.0.1:0\": port 0"},
+		{"raft_listen every interface", strings.Replace(clusterGood, `raft_listen = "127.0.0.1:7001"`, `raft_listen = "0.0.0.0:7001"`, 1), "cluster.raft_listen: \"0.0.0.0:7001\": every interface"},
+		{"no rpc_listen", strings.Replace(clusterGood, `rpc_listen = "127.0.0.1:7002"`, "", 1), "cluster.rpc_listen: required"},
+		{"rpc_listen no port", strings.Replace(clusterGood, `rpc_listen = "127.0.0.1:7002"`, `rpc_listen = "127.0.0.1"`, 1), "cluster.rpc_listen: \"127.0.0.1\": want HOST:PORT"},
+		{"rpc_listen is raft_listen", strings.Replace(clusterGood, `rpc_listen = "127.0.0.1:7002"`, `rpc_listen = "127.0.0.1:7001"`, 1), "cluster.rpc_listen: \"127.0.0.1:7001\" is raft_listen too"},
+		{"raft_listen is listen", strings.ReplaceAll(clusterGood, `127.0.0.1:7001`, `127.0.0.1:8765`), "cluster.raft_listen: \"127.0.0.1:8765\" is listen too"},
+		{"no peer", clusterGood[:strings.Index(clusterGood, "[[cluster.peer]]")], "cluster.peer: required"},
+		{"peer no id", strings.Replace(clusterGood, `id = "n2"`, "", 1), "cluster.peer[1].id: required"},
+		{"peer bad id", strings.Replace(clusterGood, `id = "n2"`, `id = "n 2"`, 1), `cluster.peer[1].id: "n 2": want letters`},
+		{"peer duplicate id", strings.Replace(clusterGood, `id = "n2"`, `id = "n1"`, 1), `cluster.peer[1].id: "n1" is already peer[0]'s`},
+		{"peer no raft_addr", strings.Replace(clusterGood, `raft_addr = "127.0.0.1:7011"`, "", 1), "cluster.peer[1].raft_addr: required"},
+		{"peer bad rpc_addr", strings.Replace(clusterGood, `rpc_addr = "127.0.0.1:7012"`, `rpc_addr = "127.0.0.1:x"`, 1), "cluster.peer[1].rpc_addr: \"127.0.0.1:x\": the port is not a number"},
+		{"peer duplicate addr", strings.Replace(clusterGood, `rpc_addr = "127.0.0.1:7012"`, `rpc_addr = "127.0.0.1:7011"`, 1), "cluster.peer[1].rpc_addr: \"127.0.0.1:7011\" is already cluster.peer[1].raft_addr"},
+		{"self raft_addr differs", strings.Replace(clusterGood, `raft_listen = "127.0.0.1:7001"`, `raft_listen = "127.0.0.1:7003"`, 1), "cluster.peer[0].raft_addr: \"127.0.0.1:7001\" is this node's, but raft_listen is"},
+		{"self rpc_addr differs", strings.Replace(clusterGood, `rpc_listen = "127.0.0.1:7002"`, `rpc_listen = "127.0.0.1:7003"`, 1), "cluster.peer[0].rpc_addr: \"127.0.0.1:7002\" is this node's, but rpc_listen is"},
+		{"tls without ca", clusterGood + "[cluster.tls]\ncert_file = \"c\"\nkey_file = \"k\"\n", "cluster.tls.ca_file: required"},
+		{"tls ca only", clusterGood + "[cluster.tls]\nca_file = \"ca\"\n", "cluster.tls.cert_file: required"},
+		{"negative timeout", withKey("heartbeat_timeout = \"-1s\""), "cluster.heartbeat_timeout: -1s is negative"},
+		{"bad timeout", withKey("commit_timeout = \"soon\""), "cluster.commit_timeout: "},
+		{"unknown key", withKey("joins = true"), "cluster.joins: unknown key"},
+		{"config_toml", "config_toml = \"config.toml\"\n" + clusterGood, "config_toml: settings-backed namespaces live in one server's config.toml and are refused with [cluster]"},
+	}
+	dir := t.TempDir()
+	for i, c := range cases {
+		file := filepath.Join(dir, fmt.Sprintf("c%d.toml", i))
+		if err := os.WriteFile(file, []byte(clusterBase+c.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadConfig(file)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: loadConfig = %v; want it to load", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: loadConfig = %v; want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestClusterExposure: a raft or RPC address off loopback without
+// [cluster.tls] stops serve before it listens, naming the field, unless
+// --insecure; [cluster.tls] lifts the rule.
+func TestClusterExposure(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	off := strings.Replace(clusterGood, `rpc_addr = "127.0.0.1:7012"`, `rpc_addr = "192.0.2.7:7012"`, 1)
+	cfg, err := loadConfigText(t, dir, "off.toml", clusterBase+off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.checkExposure(false); err == nil || !strings.Contains(err.Error(), `cluster.peer[1].rpc_addr: "192.0.2.7:7012" is not a loopback address and [cluster.tls] names no certificate`) {
+		t.Errorf("checkExposure = %v; want cluster.peer[1].rpc_addr refused", err)
+	}
+	if err := cfg.checkExposure(true); err != nil {
+		t.Errorf("checkExposure(--insecure) = %v", err)
+	}
+	withTLS, err := loadConfigText(t, dir, "tls.toml", clusterBase+off+"[cluster.tls]\ncert_file = \"c\"\nkey_file = \"k\"\nca_file = \"ca\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := withTLS.checkExposure(false); err != nil {
+		t.Errorf("checkExposure with [cluster.tls] = %v", err)
+	}
+	code, _, errs := kp(t, "serve", "--config", filepath.Join(dir, "off.toml"))
+	if code != exitUsage || !strings.Contains(errs, "cluster.peer[1].rpc_addr") {
+		t.Errorf("serve: exit %d, stderr %q; want 2 naming cluster.peer[1].rpc_addr", code, errs)
+	}
+}
+
+func loadConfigText(t *testing.T, dir, name, text string) (*config, error) {
+	t.Helper()
+	file := filepath.Join(dir, name)
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return loadConfig(file)
+}
+
+// freePorts returns n ports free on 127.0.0.1 a moment ago: a cluster's
+// peers must know each other's ports before they start.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return addrs
+}
+
+// testNode is one kpstate serve of a test cluster.
+type testNode struct {
+	id, raft, rpc string
+	*proc
+}
+
+// clusterTOML is [cluster] for node self of peers.
+func clusterTOML(self testNode, peers []testNode, join bool, tt *testTLS) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n[cluster]\nnode_id = %q\nraft_listen = %q\nrpc_listen = %q\njoin = %t\n", self.id, self.raft, self.rpc, join)
+	for _, p := range peers {
+		fmt.Fprintf(&b, "[[cluster.peer]]\nid = %q\nraft_addr = %q\nrpc_addr = %q\n", p.id, p.raft, p.rpc)
+	}
+	if tt != nil {
+		fmt.Fprintf(&b, "[cluster.tls]\ncert_file = %q\nkey_file = %q\nca_file = %q\n", tt.certFile, tt.keyFile, tt.caFile)
+	}
+	return b.String()
+}
+
+// clusterStatusOf runs kpstate cluster status --json against n.
+func clusterStatusOf(t *testing.T, n *testNode, tokFile, caFile string) clusterStatusJSON {
+	t.Helper()
+	args := []string{"cluster", "status", "--json", "--endpoints", n.start.Endpoint, "--token-file", tokFile}
+	if caFile != "" {
+		args = append(args, "--cacert", caFile)
+	}
+	code, out, errs := kp(t, args...)
+	if code != exitOK {
+		t.Fatalf("cluster status on %s: exit %d, stderr %s", n.id, code, errs)
+	}
+	var st clusterStatusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("cluster status --json %q: %v", out, err)
+	}
+	return st
+}
+
+// until polls cond every 50 ms for at most guard; a timeout fails the
+// test with what.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, guard)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClusterOfThreeServes starts three kpstate serve processes as one
+// cluster on loopback, without and with peer mutual TLS: the cluster
+// forms and every /readyz turns 200; a put through one node is read
+// through another; cluster status shows three voters and one leader;
+// transfer-leader moves it; a plain principal is refused 403; and
+// without TLS, remove and add-voter (a fourth node started with join)
+// change the membership.
+func TestClusterOfThreeServes(t *testing.T) {
+	t.Parallel()
+	for _, withTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[withTLS], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			ops, alice := newPrincipal(t, "ops", true), newPrincipal(t, "alice", false)
+			opsTok := writeFile(t, dir, "ops.token", ops.token)
+			aliTok := writeFile(t, dir, "alice.token", alice.token)
+			var tt *testTLS
+			caFile := ""
+			if withTLS {
+				tt = newTLS(t, dir)
+				caFile = tt.caFile
+			}
+			ports := freePorts(t, 8)
+			nodes := make([]testNode, 3)
+			for i := range nodes {
+				nodes[i] = testNode{id: fmt.Sprintf("n%d", i+1), raft: ports[2*i], rpc: ports[2*i+1]}
+			}
+			start := func(n *testNode, peers []testNode, join bool) {
+				nd := filepath.Join(dir, n.id)
+				if err := os.MkdirAll(nd, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				sc := serverConfig{dataDir: filepath.Join(nd, "data"), principals: []principal{ops, alice}, tls: tt, metrics: true}
+				file := sc.write(t, nd)
+				f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.WriteString(clusterTOML(*n, peers, join, tt))
+				f.Close()
+				n.proc = startServe(t, file, tt)
+			}
+			for i := range nodes {
+				start(&nodes[i], nodes, false)
+			}
+			for i := range nodes {
+				n := &nodes[i]
+				until(t, n.id+" /readyz", func() bool { code, _ := n.get("/readyz", ""); return code == 200 })
+			}
+			st := clusterStatusOf(t, &nodes[0], opsTok, caFile)
+			leaders := 0
+			for _, m := range st.Members {
+				if m.Suffrage != "voter" {
+					t.Errorf("member %+v: want a voter", m)
+				}
+				if m.Leader {
+					leaders++
+				}
+			}
+			code, human, errs := kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", opsTok, caArgs(caFile))...)
+			golden(t, "cluster_status", code, normalizeCluster(human, nodes), errs)
+			if len(st.Members) != 3 || leaders != 1 || st.Leader == "" || !st.Ready || st.Node != "n1" {
+				t.Fatalf("cluster status = %+v; want n1 ready, three voters, one leader", st)
+			}
+
+			// A put through one node, read through another.
+			intent := writeFile(t, dir, "intent.json", intentDoc+"\n")
+			const ns, key = "service/transcoder-a", "intents/front-door-video"
+			base := func(n *testNode) []string {
+				a := []string{"--endpoints", n.start.Endpoint, "--token-file", opsTok}
+				if caFile != "" {
+					a = append(a, "--cacert", caFile)
+				}
+				return a
+			}
+			if code, _, errs := kp(t, argv("put", ns, key, "--file", intent, "--schema", "keeppeek.media-intent.v1", "--create", base(&nodes[1]))...); code != exitOK {
+				t.Fatalf("put through n2: exit %d, %s", code, errs)
+			}
+			code, out, errs := kp(t, argv("get", ns, key, "--json", base(&nodes[2]))...)
+			if code != exitOK || !strings.Contains(out, `"revision":1`) {
+				t.Fatalf("get through n3: exit %d, stdout %s, stderr %s", code, out, errs)
+			}
+
+			// A plain principal: 403, exit 1.
+			code, out, errs = kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
+			golden(t, "cluster_status_denied", code, out, errs)
+			code, out, errs = kp(t, argv("cluster", "status", "--json", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
+			golden(t, "cluster_status_denied_json", code, out, errs)
+			code, out, errs = kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
+			if code != exitRefused || !strings.Contains(errs, "PERMISSION_DENIED") || out != "" {
+				t.Errorf("cluster status as alice: exit %d, stderr %q; want 1 PERMISSION_DENIED", code, errs)
+			}
+			if c, body := nodes[0].get(clusterAPI, alice.token); c != 403 {
+				t.Errorf("GET %s as alice = %d %s; want 403", clusterAPI, c, body)
+			}
+
+			// Transfer the leadership to a follower.
+			leader := nodeByID(t, nodes, st.Leader)
+			target := ""
+			for _, n := range nodes {
+				if n.id != st.Leader {
+					target = n.id
+					break
+				}
+			}
+			if code, _, errs := kp(t, argv("cluster", "transfer-leader", target, base(leader))...); code != exitOK {
+				t.Fatalf("transfer-leader %s: exit %d, %s", target, code, errs)
+			}
+			until(t, "the leader moves to "+target, func() bool { return clusterStatusOf(t, &nodes[0], opsTok, caFile).Leader == target })
+			if code, body := nodes[0].get(nodes[0].start.Metrics, ""); code != 200 ||
+				!strings.Contains(body, "statestore_cluster_members{suffrage=\"voter\"} 3") || !strings.Contains(body, "statestore_cluster_has_leader 1") {
+				t.Errorf("metrics: %d, missing the cluster gauges:\n%s", code, body)
+			}
+			if withTLS {
+				// The peer ports are mutual TLS: a client without a
+				// certificate the cluster CA signed is refused.
+				conn, err := tls.Dial("tcp", nodes[0].rpc, &tls.Config{RootCAs: tt.pool})
+				if err == nil {
+					conn.SetDeadline(time.Now().Add(guard))
+					_, err = conn.Read(make([]byte, 1))
+					conn.Close()
+				}
+				if err == nil || !strings.Contains(err.Error(), "certificate") {
+					t.Errorf("a peer call without a client certificate: %v; want the handshake refused for want of a certificate", err)
+				}
+				// A node that loses its quorum is no longer ready.
+				for i := 1; i < len(nodes); i++ {
+					nodes[i].signal(syscall.SIGKILL)
+					nodes[i].wait()
+				}
+				until(t, "n1 /readyz 503 without a leader", func() bool {
+					code, body := nodes[0].get("/readyz", "")
+					return code == 503 && strings.Contains(body, "knows no leader")
+				})
+				return
+			}
+
+			// Membership: remove a follower, then add a fourth node.
+			leader = nodeByID(t, nodes, target)
+			var follower string
+			for _, n := range nodes {
+				if n.id != target {
+					follower = n.id
+					break
+				}
+			}
+			if code, out, errs := kp(t, argv("cluster", "remove", follower, base(leader))...); code != exitOK || !strings.Contains(out, "members:       2") {
+				t.Fatalf("cluster remove %s: exit %d, stdout %s, stderr %s", follower, code, out, errs)
+			}
+			n4 := testNode{id: "n4", raft: ports[6], rpc: ports[7]}
+			start(&n4, append(append([]testNode(nil), nodes...), n4), true)
+			code, out, errs = kp(t, argv("cluster", "add-voter", "n4", n4.raft, n4.rpc, "--json", base(leader))...)
+			var after clusterStatusJSON
+			if code != exitOK || json.Unmarshal([]byte(out), &after) != nil || len(after.Members) != 3 {
+				t.Fatalf("cluster add-voter n4: exit %d, stdout %s, stderr %s", code, out, errs)
+			}
+			until(t, "n4 /readyz", func() bool { code, _ := n4.get("/readyz", ""); return code == 200 })
+			code, out, errs = kp(t, argv("get", ns, key, "--json", base(&n4))...)
+			if code != exitOK || !strings.Contains(out, `"revision":1`) {
+				t.Fatalf("get through n4: exit %d, stdout %s, stderr %s", code, out, errs)
+			}
+		})
+	}
+}
+
+func caArgs(caFile string) []string {
+	if caFile == "" {
+		return nil
+	}
+	return []string{"--cacert", caFile}
+}
+
+func nodeByID(t *testing.T, nodes []testNode, id string) *testNode {
+	t.Helper()
+	for i := range nodes {
+		if nodes[i].id == id {
+			return &nodes[i]
+		}
+	}
+	t.Fatalf("no node %q", id)
+	return nil
+}
+
+// normalizeCluster replaces what changes from run to run in cluster
+// status's human form: each node's raft address (and so the table's
+// widths), the applied index, and which node leads.
+func normalizeCluster(s string, nodes []testNode) string {
+	for _, n := range nodes {
+		s = strings.ReplaceAll(s, n.raft, "<RAFT_"+n.id+">")
+	}
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		switch {
+		case strings.HasPrefix(line, "leader:"):
+			line = "leader:        <LEADER>"
+		case strings.HasPrefix(line, "applied index:"):
+			line = "applied index: <INDEX>"
+		default:
+			if strings.HasPrefix(line, "  ") { // a member's row: its widths follow the addresses
+				line = "  " + strings.Join(strings.Fields(line), " ")
+				line = strings.TrimSuffix(strings.TrimSuffix(line, " leader"), " follower")
+				if !strings.HasSuffix(line, "ROLE") {
+					line += " <ROLE>"
+				}
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
