@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -381,6 +383,40 @@ func TestClusterRefusesToOpen(t *testing.T) {
 			t.Fatalf("open of a damaged log: %v; want a CorruptError naming index %d", err, wantIndex)
 		}
 	})
+	t.Run("as a single store", func(t *testing.T) {
+		// Open (not OpenCluster) names the mistake instead of reading the
+		// raft log as a damaged journal, and touches nothing.
+		before := treeOf(t, c.dirs[id])
+		_, err := statestore.Open(statestore.Options{Dir: c.dirs[id]})
+		wantCode(t, err, statestore.InvalidArgument, "Dir")
+		if !strings.Contains(err.Error(), "OpenCluster") {
+			t.Fatalf("Open of a node's directory: %v; want it to name OpenCluster", err)
+		}
+		if after := treeOf(t, c.dirs[id]); !maps.Equal(before, after) {
+			t.Fatalf("the refused Open changed the directory: %v -> %v", before, after)
+		}
+	})
+}
+
+// treeOf maps every file under dir to its size and modification time.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[path] = fmt.Sprintf("%d %d", info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // syncCounts are one node's fsyncs as its fault hooks see them: the

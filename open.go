@@ -29,11 +29,18 @@ import (
 // one EXPIRE each), and only then serves. Any failure is an *Error with code Unavailable wrapping
 // the cause (a *journal.CorruptError names the journal index and offset;
 // a stored document that breaks this build's rules is a *DocumentError
-// inside it, see "Stored documents" in the package comment).
+// inside it, see "Stored documents" in the package comment). A cluster
+// node's directory (OpenCluster's) is refused with InvalidArgument on
+// field Dir before anything is opened.
 func Open(opts Options) (*Store, error) {
 	s, err := newStore(opts)
 	if err != nil {
 		return nil, err
+	}
+	// A cluster node's journal holds raft entries, which open would
+	// report as damage at index 1; the stable file says what it is.
+	if _, err := os.Stat(filepath.Join(s.root, StableFileName)); err == nil {
+		return nil, newErr(InvalidArgument, "Dir", "%s holds a cluster node (its %s is there): open it with OpenCluster", s.root, StableFileName)
 	}
 	if err := open(s); err != nil {
 		return nil, s.openFailed(err)
