@@ -127,16 +127,16 @@ func checkUpdateTail(u *watch.Update) error {
 }
 
 func updateHeadSize(u *watch.Update) int {
-	return sizeString(fieldUpdateWatchID, u.WatchID) + sizeUint(fieldUpdateSequence, u.Sequence)
+	return wiresize.StringSize(fieldUpdateWatchID, u.WatchID) + wiresize.UintSize(fieldUpdateSequence, u.Sequence)
 }
 
 func updateTailSize(u *watch.Update) int {
-	n := sizeUint(fieldUpdateRevision, u.Revision) + sizeUint(fieldUpdateKind, uint64(Kind(u.Kind)))
+	n := wiresize.UintSize(fieldUpdateRevision, u.Revision) + wiresize.UintSize(fieldUpdateKind, uint64(Kind(u.Kind)))
 	if hasEntry(u) {
 		// A set message field is encoded even when the message is empty.
 		return n + protowire.SizeTag(fieldUpdateEntry) + protowire.SizeBytes(wiresize.EntrySize(u.Entry))
 	}
-	return n + sizeString(fieldUpdateKey, u.Key)
+	return n + wiresize.StringSize(fieldUpdateKey, u.Key)
 }
 
 func appendUpdateTail(b []byte, u *watch.Update) []byte {
@@ -170,20 +170,6 @@ func appendEntry(b []byte, e *materialize.Entry) []byte {
 }
 
 // A proto3 field without presence is left out at its zero value.
-
-func sizeString(n protowire.Number, s string) int {
-	if s == "" {
-		return 0
-	}
-	return protowire.SizeTag(n) + protowire.SizeBytes(len(s))
-}
-
-func sizeUint(n protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(n) + protowire.SizeVarint(v)
-}
 
 func appendString(b []byte, n protowire.Number, s string) []byte {
 	if s == "" {

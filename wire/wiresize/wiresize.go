@@ -51,7 +51,10 @@ const (
 
 // A proto3 field without presence is not encoded at its zero value.
 
-func sizeString(n protowire.Number, s string) int {
+// StringSize is the encoded size of string field n holding s: nothing
+// for "", as proto3 leaves it out (wire's update encoding sizes with it
+// too, so both count the same bytes).
+func StringSize(n protowire.Number, s string) int {
 	if s == "" {
 		return 0
 	}
@@ -65,7 +68,8 @@ func sizeBytes(n protowire.Number, b []byte) int {
 	return protowire.SizeTag(n) + protowire.SizeBytes(len(b))
 }
 
-func sizeUint(n protowire.Number, v uint64) int {
+// UintSize is the encoded size of varint field n holding v: nothing for 0.
+func UintSize(n protowire.Number, v uint64) int {
 	if v == 0 {
 		return 0
 	}
@@ -74,13 +78,13 @@ func sizeUint(n protowire.Number, v uint64) int {
 
 // sizeInt is an int64 field: a negative value is its two's complement, a
 // ten-byte varint.
-func sizeInt(n protowire.Number, v int64) int { return sizeUint(n, uint64(v)) }
+func sizeInt(n protowire.Number, v int64) int { return UintSize(n, uint64(v)) }
 
 // EntrySize is the encoded size of e as a StateEntry (wire.Entry(e)).
 func EntrySize(e *materialize.Entry) int {
-	return sizeString(FieldEntryNamespace, e.Namespace) + sizeString(FieldEntryKey, e.Key) +
-		sizeString(FieldEntrySchema, e.Schema) + sizeString(FieldEntryOwner, e.Owner) +
-		sizeUint(FieldEntryRevision, e.Revision) + sizeInt(FieldEntryCreatedAtMs, e.CreatedMs) +
+	return StringSize(FieldEntryNamespace, e.Namespace) + StringSize(FieldEntryKey, e.Key) +
+		StringSize(FieldEntrySchema, e.Schema) + StringSize(FieldEntryOwner, e.Owner) +
+		UintSize(FieldEntryRevision, e.Revision) + sizeInt(FieldEntryCreatedAtMs, e.CreatedMs) +
 		sizeInt(FieldEntryUpdatedAtMs, e.UpdatedMs) + sizeInt(FieldEntryExpiresAtMs, e.ExpiresMs) +
 		sizeBytes(FieldEntryDocument, e.Document)
 }
@@ -105,9 +109,9 @@ func (z *SnapshotSize) Entries() int { return z.entries }
 // WatchState with requestID and watchID by the counted entries at
 // snapshotRevision.
 func (z *SnapshotSize) Total(requestID uint64, watchID string, snapshotRevision uint64) int {
-	snap := sizeString(FieldSnapshotWatchID, watchID) + sizeUint(FieldSnapshotRevision, snapshotRevision) + z.entries
+	snap := StringSize(FieldSnapshotWatchID, watchID) + UintSize(FieldSnapshotRevision, snapshotRevision) + z.entries
 	// A set oneof field is encoded even when its message is empty.
-	result := sizeUint(FieldResultRequestID, requestID) +
+	result := UintSize(FieldResultRequestID, requestID) +
 		protowire.SizeTag(FieldResultWatch) + protowire.SizeBytes(snap)
 	return protowire.SizeTag(FieldServerResult) + protowire.SizeBytes(result)
 }
