@@ -135,8 +135,12 @@
 //     segments, never assumed), so a segment change allocates nothing; and
 //     a batch whose entry seals a segment is handed over in two parts, so
 //     the new tail is pre-sized before the rest of the batch lands in it.
+//     Unless Options.CacheSealed, the sealed segments' in-memory copies are
+//     dropped at the change (entries positions first, so a Read reloads the
+//     file), and the tail that was sealed gives its buffer to the next: one
+//     segment-sized buffer per journal, not two.
 //     Code: presizeTail, tailBuffer, tailSpares.take, heldBy, Journal.tailCapacity,
-//     Journal.tailChangedLocked.
+//     Journal.tailChangedLocked, Journal.presizeTailLocked, dropSealed.
 //     Tests: TestTailBufferPresized, TestTailBufferReused.
 //  7. Three locks, taken in this order: wmu by everything that changes the
 //     files or the wal handle (Write for its whole batch, the pre-writer

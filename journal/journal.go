@@ -37,6 +37,12 @@ type Options struct {
 	// and for tests that count fdatasyncs. Open still trims zeros a
 	// pre-writing journal left.
 	NoPrewrite bool
+	// CacheSealed keeps tidwall/wal's in-memory copy of the last sealed
+	// segment, as it does alone, so Reads of recent records just below the
+	// tail come from memory: for a raft log, whose leader reads the records
+	// it sends. Without it the sealed segment's buffer serves the next
+	// tail at once (dropSealed), a segment's worth of memory less.
+	CacheSealed bool
 	// DirectSync never opens an io_uring: SyncParked, the pre-writer and
 	// the ACKNOWLEDGED marker call fdatasync(2) directly, as Sync does.
 	DirectSync bool

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tidwall/wal"
 	"golang.org/x/sys/unix"
 )
 
@@ -222,7 +223,7 @@ func (j *Journal) kickPrewriterLocked() {
 // for it needs pre-sizing (tidwall.go).
 func (j *Journal) tailChangedLocked() {
 	if j.log != nil && !j.closed {
-		presizeTail(j.log, j.tailCapacity(), &j.spares)
+		j.presizeTailLocked(j.log)
 	}
 	j.tailGen++
 	j.dirSynced = 0 // no directory fsync is known to cover the new tail
@@ -233,6 +234,17 @@ func (j *Journal) tailChangedLocked() {
 		j.pre.f.Close()
 		j.pre.f = nil
 	}
+}
+
+// presizeTailLocked pre-sizes l's tail buffer (presizeTail), first
+// dropping the sealed segments' in-memory copies unless Options.CacheSealed
+// keeps them, so the buffer of the tail just sealed serves the new one.
+// The caller holds wmu.
+func (j *Journal) presizeTailLocked(l *wal.Log) {
+	if !j.opts.CacheSealed {
+		dropSealed(l)
+	}
+	presizeTail(l, j.tailCapacity(), &j.spares)
 }
 
 // tailCapacity is the buffer capacity tidwall/wal's tail never outgrows: a

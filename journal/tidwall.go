@@ -10,8 +10,9 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/tidwall/wal"
+
+	"github.com/keeppeek/statestore/internal/disk"
 )
 
 // Everything the journal knows about github.com/tidwall/wal beyond its
@@ -243,6 +244,40 @@ func presizeTail(l *wal.Log, capacity int, spares *tailSpares) bool {
 		spares.keep(nb)
 	}
 	return true
+}
+
+// dropSealed makes l forget its in-memory copy of the sealed segments
+// before the tail (their ebuf and epos), so a buffer presizeTail gave an
+// earlier tail is free for the next one at once instead of after the next
+// cycle: one tail buffer per journal instead of two. tidwall/wal keeps
+// the last sealed segment's entries only to serve Reads of them, which a
+// store journal never makes (its replay reads the files); a Read of one
+// after this loads the file again, as for any segment out of its cache
+// (a segment whose epos is empty is reloaded, never read from ebuf). A
+// segment of an unexpected shape is left alone.
+func dropSealed(l *wal.Log) {
+	if l == nil {
+		return
+	}
+	segs := reflect.ValueOf(l).Elem().FieldByName("segments")
+	if segs.Kind() != reflect.Slice {
+		return
+	}
+	for i := max(0, segs.Len()-recentSegments); i < segs.Len()-1; i++ {
+		s := segs.Index(i)
+		if s.Kind() != reflect.Pointer || s.IsNil() || s.Elem().Kind() != reflect.Struct {
+			continue
+		}
+		buf, pos := s.Elem().FieldByName("ebuf"), s.Elem().FieldByName("epos")
+		if !buf.IsValid() || buf.Type() != byteSliceType || !buf.CanAddr() ||
+			!pos.IsValid() || pos.Kind() != reflect.Slice || !pos.CanAddr() {
+			continue
+		}
+		// epos first: with it empty the segment is reloaded before any
+		// Read looks at ebuf.
+		reflect.NewAt(pos.Type(), unsafe.Pointer(pos.UnsafeAddr())).Elem().SetZero()
+		*(*[]byte)(unsafe.Pointer(buf.UnsafeAddr())) = nil
+	}
 }
 
 // tailSpares remembers the buffers presizeTail gave the last few tails, so

@@ -308,44 +308,72 @@ func TestTailBufferPresized(t *testing.T) {
 }
 
 // TestTailBufferReused pins that a segment change reuses the buffer of a
-// tail tidwall/wal has dropped from its cache instead of allocating a new
-// segment-sized one, and never one a segment still holds: across many
-// cycles the tails share at most maxTailSpares buffers, the tail's buffer
-// is never the previous (cached) segment's, and every record replays.
+// tail tidwall/wal no longer holds instead of allocating a new
+// segment-sized one, and never one a segment still holds. A store journal
+// drops the sealed segment's in-memory copy (dropSealed), so across many
+// cycles its tails share one buffer; with CacheSealed the cached segment
+// keeps its own, and the tails share at most maxTailSpares. Either way the
+// records of the sealed segments still read back (Read reloads a dropped
+// segment from its file) and every record replays.
 func TestTailBufferReused(t *testing.T) {
 	t.Parallel()
-	const seg = 8 << 10
-	dir := filepath.Join(t.TempDir(), "journal")
-	j, _ := openJournal(t, dir, seg)
-	defer func() { j.Close() }()
-	bases := map[*byte]bool{}
-	next := 1
-	for cycles := 0; cycles < 8; cycles++ {
-		start := j.tailStart
-		for j.tailStart == start {
-			if _, err := j.Append(records(next, 5)); err != nil {
-				t.Fatal(err)
+	tests := []struct {
+		name        string
+		cacheSealed bool
+		maxBuffers  int
+	}{
+		{"store journal", false, 1},
+		{"CacheSealed", true, maxTailSpares},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const seg = 8 << 10
+			dir := filepath.Join(t.TempDir(), "journal")
+			j, _ := openJournalOpts(t, dir, Options{SegmentSize: seg, CacheSealed: tc.cacheSealed})
+			defer func() { j.Close() }()
+			bases := map[*byte]bool{}
+			next := 1
+			for cycles := 0; cycles < 8; cycles++ {
+				start := j.tailStart
+				for j.tailStart == start {
+					if _, err := j.Append(records(next, 5)); err != nil {
+						t.Fatal(err)
+					}
+					next += 5
+				}
+				j.mu.Lock()
+				tail := tailBuffer(j.log)
+				segs := reflect.ValueOf(j.log).Elem().FieldByName("segments")
+				prev := segs.Index(segs.Len() - 2).Elem().FieldByName("ebuf")
+				held := *(*[]byte)(unsafe.Pointer(prev.UnsafeAddr()))
+				j.mu.Unlock()
+				base := &(*tail)[:1][0]
+				if cap(held) > 0 && &held[:1][0] == base {
+					t.Fatalf("cycle %d: the tail reuses the buffer the cached segment still holds", cycles)
+				}
+				if !tc.cacheSealed && cap(held) > 0 {
+					t.Fatalf("cycle %d: the sealed segment still holds a %d-byte buffer", cycles, cap(held))
+				}
+				bases[base] = true
+				// A record of the segment just sealed reads back.
+				got, err := j.Read(start, nil)
+				if err != nil {
+					t.Fatalf("cycle %d: read %d: %v", cycles, start, err)
+				}
+				want, _ := records(int(start), 1)[0].AppendFrame(nil)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("cycle %d: read %d = %d bytes, want the record's frame (%d bytes)", cycles, start, len(got), len(want))
+				}
 			}
-			next += 5
-		}
-		j.mu.Lock()
-		tail := tailBuffer(j.log)
-		segs := reflect.ValueOf(j.log).Elem().FieldByName("segments")
-		prev := segs.Index(segs.Len() - 2).Elem().FieldByName("ebuf")
-		held := *(*[]byte)(unsafe.Pointer(prev.UnsafeAddr()))
-		j.mu.Unlock()
-		base := &(*tail)[:1][0]
-		if cap(held) > 0 && &held[:1][0] == base {
-			t.Fatalf("cycle %d: the tail reuses the buffer the cached segment still holds", cycles)
-		}
-		bases[base] = true
-	}
-	if len(bases) > maxTailSpares {
-		t.Fatalf("8 cycles used %d tail buffers, want at most %d (a new one per segment)", len(bases), maxTailSpares)
-	}
-	j.Close()
-	j, _ = openJournal(t, dir, seg)
-	if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, next-1)) {
-		t.Fatal("records written across reused tail buffers do not replay")
+			if len(bases) > tc.maxBuffers {
+				t.Fatalf("8 cycles used %d tail buffers, want at most %d", len(bases), tc.maxBuffers)
+			}
+			j.Close()
+			j, _ = openJournal(t, dir, seg)
+			if got := replayAll(t, j); !reflect.DeepEqual(got, records(1, next-1)) {
+				t.Fatal("records written across reused tail buffers do not replay")
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		// segment: its buffer gets a whole segment's room before the rest
 		// of the batch goes in, instead of being regrown from nothing by
 		// it (about 230 KB of garbage at every segment change).
-		presizeTail(log, j.tailCapacity(), &j.spares)
+		j.presizeTailLocked(log)
 		err = j.writeBatch(log, &j.rest)
 	}
 

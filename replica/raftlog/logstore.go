@@ -126,6 +126,8 @@ func Open(dir string, opts Options) (*LogStore, error) {
 	j, cut, err := journal.Open(dir, journal.Options{
 		SegmentSize: opts.SegmentSize, Limits: lim, NoSync: opts.NoSync, NoPrewrite: opts.NoPrewrite, DirectSync: opts.DirectSync,
 		Faults: opts.Faults, ExternalFloor: true,
+		// The leader reads the records it sends, most just below the tail.
+		CacheSealed: true,
 		// The reserve keeps a store's deletions possible on a full disk;
 		// a raft log's deletions free space without writing.
 		ReserveBytes: -1,
