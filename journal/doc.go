@@ -128,20 +128,24 @@
 //     TestPrewriteSyncFailureRecovers, TestPrewriteWriteFailureRests,
 //     TestPrewriterRestsUntilNewSegmentSynced, TestWritesBelowZerosBeingWrittenGoOn,
 //     TestPrewriteChunkFollowsTheCommitRate, TestNoPrewriteKeepsTailAppendOnly.
-//  6. tidwall/wal's tail buffer is pre-sized to a whole segment (tidwall.go)
-//     so its appends never reallocate it; a tidwall/wal whose layout differs
-//     makes this a no-op, never a memory error. The buffer is one an earlier
-//     tail had, once tidwall/wal holds it no longer (checked on its
-//     segments, never assumed), so a segment change allocates nothing; and
-//     a batch whose entry seals a segment is handed over in two parts, so
-//     the new tail is pre-sized before the rest of the batch lands in it.
-//     Unless Options.CacheSealed, the sealed segments' in-memory copies are
-//     dropped at the change (entries positions first, so a Read reloads the
-//     file), and the tail that was sealed gives its buffer to the next: one
-//     segment-sized buffer per journal, not two.
-//     Code: presizeTail, tailBuffer, tailSpares.take, heldBy, Journal.tailCapacity,
-//     Journal.tailChangedLocked, Journal.presizeTailLocked, dropSealed.
-//     Tests: TestTailBufferPresized, TestTailBufferReused.
+//  6. tidwall/wal's tail buffer is given its room by the journal before
+//     every write (tidwall.go), so its appends never reallocate it; a
+//     tidwall/wal whose layout differs makes this a no-op, never a memory
+//     error. The room grows in steps with the tail (at least doubling, from
+//     minTailBuffer up to a whole segment plus its largest entry), so a
+//     journal that never fills a segment holds about twice its tail, not a
+//     segment. The buffer is one an earlier tail had, once tidwall/wal holds
+//     it no longer (checked on its segments, never assumed), so a segment
+//     change allocates nothing; and a batch whose entry seals a segment is
+//     handed over in two parts, so the new tail gets its room before the
+//     rest of the batch lands in it. Unless Options.CacheSealed, the sealed
+//     segments' in-memory copies are dropped when the new tail first needs
+//     room (entry positions first, so a Read reloads the file), and the tail
+//     that was sealed gives its buffer to the next: one segment-sized buffer
+//     per journal, not two.
+//     Code: presizeTail, tailBuffer, tailSpares.take, tailSpares.forget, heldBy,
+//     Journal.tailCapacity, Journal.growTailLocked, tailGrowth, dropSealed.
+//     Tests: TestTailBufferPresized, TestTailBufferGrowsWithTheTail, TestTailBufferReused.
 //  7. Three locks, taken in this order: wmu by everything that changes the
 //     files or the wal handle (Write for its whole batch, the pre-writer
 //     while it reserves a range, a recovery, TruncateFront, the reserve's

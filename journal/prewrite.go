@@ -219,12 +219,9 @@ func (j *Journal) kickPrewriterLocked() {
 
 // tailChangedLocked records that the tail segment is a different file, or
 // was rewritten without its zeros (cycle, recovery, a front truncation that
-// reached the tail): nothing of it is pre-written, and tidwall/wal's buffer
-// for it needs pre-sizing (tidwall.go).
+// reached the tail): nothing of it is pre-written. (tidwall/wal's buffer
+// for it gets its room from the next Write: growTailLocked.)
 func (j *Journal) tailChangedLocked() {
-	if j.log != nil && !j.closed {
-		j.presizeTailLocked(j.log)
-	}
 	j.tailGen++
 	j.dirSynced = 0 // no directory fsync is known to cover the new tail
 	j.pre.end, j.pre.synced = 0, 0
@@ -236,15 +233,38 @@ func (j *Journal) tailChangedLocked() {
 	}
 }
 
-// presizeTailLocked pre-sizes l's tail buffer (presizeTail), first
-// dropping the sealed segments' in-memory copies unless Options.CacheSealed
-// keeps them, so the buffer of the tail just sealed serves the new one.
-// The caller holds wmu.
-func (j *Journal) presizeTailLocked(l *wal.Log) {
+// growTailLocked makes room in l's tail buffer for add more bytes before
+// tidwall/wal appends them, so its append never reallocates the buffer
+// (tidwall.go). Room is added in steps, at least doubling the buffer up to
+// tailCapacity, instead of a whole segment at once: a journal that never
+// fills a segment (a small store, or one just opened) holds no more than
+// about twice what its tail holds, where a whole segment per journal was
+// the largest part of a small store's heap. A buffer that grows is
+// copied, at most about one copy per byte of the tail's first segment:
+// later tails reuse the grown buffer (tailSpares), once the sealed
+// segment's in-memory copy is dropped (unless Options.CacheSealed keeps
+// it). The caller holds wmu.
+func (j *Journal) growTailLocked(l *wal.Log, add int) {
+	p := tailBuffer(l)
+	if p == nil || cap(*p)-len(*p) >= add {
+		return
+	}
 	if !j.opts.CacheSealed {
 		dropSealed(l)
 	}
-	presizeTail(l, j.tailCapacity(), &j.spares)
+	presizeTail(l, tailGrowth(cap(*p), len(*p)+add, j.tailCapacity()), &j.spares)
+}
+
+// minTailBuffer is the least capacity growTailLocked gives a tail buffer:
+// small beside a segment, large enough that a store's first writes do not
+// regrow it at every batch.
+const minTailBuffer = 64 << 10
+
+// tailGrowth is the capacity a tail buffer of capacity have grows to when
+// it needs need bytes: double or more, at least minTailBuffer, at most
+// limit (a whole segment and its largest entry) unless need itself is more.
+func tailGrowth(have, need, limit int) int {
+	return max(min(max(need, 2*have, minTailBuffer), limit), need)
 }
 
 // tailCapacity is the buffer capacity tidwall/wal's tail never outgrows: a

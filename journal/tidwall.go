@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -205,9 +206,9 @@ func finishTruncation(fsys disk.FS, dir string) error {
 // slice is reallocated and copied again and again as the segment fills:
 // about five bytes allocated and copied for every byte journaled, the
 // largest single cost at high write rates (tidwall/wal issue #12, pull
-// request #23, unmerged). The journal gives that slice, once per tail
-// segment, the capacity of a whole segment plus its largest entry, so the
-// appends never reallocate.
+// request #23, unmerged). The journal gives that slice its room before
+// every write (Journal.growTailLocked: in steps, up to a whole segment
+// plus its largest entry), so the appends never reallocate.
 //
 // tidwall/wal exports no way to do this, so presizeTail reaches the
 // unexported field through reflection, checking the shape it expects
@@ -240,6 +241,9 @@ func presizeTail(l *wal.Log, capacity int, spares *tailSpares) bool {
 			nb = make([]byte, 0, capacity)
 		}
 		nb = append(nb[:0], *p...)
+		// The buffer replaced is the tail's own, held by nothing else now:
+		// remembering it would only keep it from the collector.
+		spares.forget(*p)
 		*p = nb
 		spares.keep(nb)
 	}
@@ -308,6 +312,15 @@ func (sp *tailSpares) take(l *wal.Log, capacity int) []byte {
 		return b
 	}
 	return nil
+}
+
+// forget drops b from the remembered buffers, if it is one.
+func (sp *tailSpares) forget(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	base := unsafe.SliceData(b[:1])
+	sp.bufs = slices.DeleteFunc(sp.bufs, func(s []byte) bool { return unsafe.SliceData(s[:1]) == base })
 }
 
 // keep remembers b, forgetting the oldest buffer beyond maxTailSpares.

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/tidwall/wal"
+
+	"github.com/keeppeek/statestore/internal/disk"
 )
 
 // tidwallEntries writes n entries of different sizes straight to
@@ -264,17 +265,20 @@ func dirContents(t *testing.T, dir string) string {
 }
 
 // TestTailBufferPresized pins that the journal reaches tidwall/wal's tail
-// buffer (v1.2.1's layout) and gives it a whole segment's capacity at open
-// and after every cycle, so that appending never reallocates it: if a
-// tidwall/wal upgrade changes the layout, pre-sizing silently stops, and
-// this test says so.
+// buffer (v1.2.1's layout) and gives it its room before every write, so
+// that appending never reallocates it: after every write, across cycles
+// and after reopening, the tail's buffer is the one it had before the
+// write or one the journal gave it (remembered in its spares), never one
+// tidwall/wal's append made. If a tidwall/wal upgrade changes the layout,
+// pre-sizing silently stops, and this test says so.
 func TestTailBufferPresized(t *testing.T) {
 	t.Parallel()
 	const seg = 8 << 10
 	dir := filepath.Join(t.TempDir(), "journal")
 	j, _ := openJournal(t, dir, seg)
 	defer func() { j.Close() }()
-	check := func(when string) *[]byte {
+	base := func(b []byte) *byte { return unsafe.SliceData(b[:min(1, cap(b))]) }
+	tail := func(when string) []byte {
 		t.Helper()
 		j.mu.Lock()
 		defer j.mu.Unlock()
@@ -282,29 +286,80 @@ func TestTailBufferPresized(t *testing.T) {
 		if p == nil {
 			t.Fatalf("%s: tidwall/wal's tail buffer not found: pre-sizing no longer applies", when)
 		}
-		if cap(*p) < seg || int64(len(*p)) != j.tailBytes {
-			t.Fatalf("%s: tail buffer len %d cap %d, want len %d (the records) and cap >= %d", when, len(*p), cap(*p), j.tailBytes, seg)
+		if int64(len(*p)) != j.tailBytes {
+			t.Fatalf("%s: tail buffer len %d, want %d (the records)", when, len(*p), j.tailBytes)
 		}
-		return p
+		return *p
 	}
-	check("after open")
-	before := &(*check("before writes"))[:1][0]
-	if _, err := j.Append(records(1, 3)); err != nil {
-		t.Fatal(err)
-	}
-	if after := &(*check("after a write"))[:1][0]; after != before {
-		t.Fatal("appending to the pre-sized tail reallocated its buffer")
-	}
-	start := j.tailStart
-	for i := 4; j.tailStart == start; i += 5 {
-		if _, err := j.Append(records(i, 5)); err != nil {
+	write := func(recs []*Record) {
+		t.Helper()
+		before := tail("before a write")
+		start := j.tailStart
+		if _, err := j.Append(recs); err != nil {
 			t.Fatal(err)
 		}
+		after := tail("after a write")
+		if j.tailStart != start || len(after) == 0 || base(after) == base(before) {
+			return // a new tail (checked at its next write), or no reallocation
+		}
+		if !slices.ContainsFunc(j.spares.bufs, func(b []byte) bool { return base(b) == base(after) }) {
+			t.Fatalf("writing records %d-%d: the tail buffer (len %d cap %d) is not one the journal gave it: tidwall/wal's append reallocated it", recs[0].Revision, recs[len(recs)-1].Revision, len(after), cap(after))
+		}
 	}
-	check("after a cycle")
+	next := 1
+	for cycles := 0; cycles < 3; cycles++ {
+		start := j.tailStart
+		for j.tailStart == start {
+			write(records(next, 3))
+			next += 3
+		}
+	}
 	j.Close()
 	j, _ = openJournal(t, dir, seg)
-	check("after reopening")
+	for range 10 {
+		write(records(next, 3))
+		next += 3
+	}
+}
+
+// TestTailBufferGrowsWithTheTail pins that a tail buffer is grown in steps
+// with what its tail holds, not given a whole segment at once: with the
+// default 1 MiB segments, a journal holding a few records keeps a buffer
+// of minTailBuffer, and at every size the buffer is at most about twice
+// what the tail holds, until it reaches tailCapacity.
+func TestTailBufferGrowsWithTheTail(t *testing.T) {
+	t.Parallel()
+	j, _ := openJournal(t, filepath.Join(t.TempDir(), "journal"), 0)
+	defer j.Close()
+	limit := j.tailCapacity()
+	capOf := func() (length, capacity int) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		p := tailBuffer(j.log)
+		if p == nil {
+			t.Fatal("tidwall/wal's tail buffer not found")
+		}
+		return len(*p), cap(*p)
+	}
+	next := 1
+	if _, err := j.Append(records(next, 3)); err != nil {
+		t.Fatal(err)
+	}
+	next += 3
+	if _, c := capOf(); c != minTailBuffer {
+		t.Fatalf("after three small records the tail buffer has cap %d, want %d (not a whole segment, %d)", c, minTailBuffer, limit)
+	}
+	start := j.tailStart
+	for j.tailStart == start {
+		l, c := capOf()
+		if c > max(minTailBuffer, 2*l) || c > limit {
+			t.Fatalf("tail of %d bytes has a buffer of cap %d, want at most max(%d, twice the tail) and %d", l, c, minTailBuffer, limit)
+		}
+		if _, err := j.Append([]*Record{{Kind: KindPut, Namespace: "ns", Key: "k", Revision: uint64(next), Schema: "s", Owner: "o", Document: make([]byte, 4<<10)}}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
 }
 
 // TestTailBufferReused pins that a segment change reuses the buffer of a
@@ -342,6 +397,11 @@ func TestTailBufferReused(t *testing.T) {
 					}
 					next += 5
 				}
+				// The new tail gets its buffer with its first records.
+				if _, err := j.Append(records(next, 1)); err != nil {
+					t.Fatal(err)
+				}
+				next++
 				j.mu.Lock()
 				tail := tailBuffer(j.log)
 				segs := reflect.ValueOf(j.log).Elem().FieldByName("segments")

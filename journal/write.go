@@ -78,9 +78,13 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 	j.rest.Clear()
 	j.batchBytes = 0
 	tail.begin(first)
+	// tidwall/wal cycles a tail already over the size before the batch:
+	// then the batch goes to a new file and the old tail needs no room.
+	cycledFirst := tail.cycled
 	// The segment the batch starts in, and how many segments it seals.
 	sealing, seals := tail.start, 0
 	part, split := &j.batch, false
+	var partBytes [2]int // the entries' bytes in tidwall/wal's buffer, per part
 	for i, r := range recs {
 		var err error
 		j.buf, err = r.AppendFrame(j.buf[:0])
@@ -89,6 +93,11 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		}
 		part.Write(first+uint64(i), j.buf)
 		j.batchBytes += len(j.buf)
+		if split {
+			partBytes[1] += uvarintLen(uint64(len(j.buf))) + len(j.buf)
+		} else {
+			partBytes[0] += uvarintLen(uint64(len(j.buf))) + len(j.buf)
+		}
 		if tail.append(len(j.buf), first+uint64(i)) {
 			seals++
 			if i+1 < len(recs) {
@@ -97,13 +106,16 @@ func (j *Journal) Write(recs []*Record, first uint64) (uint64, error) {
 		}
 	}
 	j.waitPrewriteBelow(tail.bytes, tail.cycled)
+	if !cycledFirst {
+		j.growTailLocked(log, partBytes[0])
+	}
 	err := j.writeBatch(log, &j.batch)
 	if err == nil && split {
 		// The first part sealed the tail and tidwall/wal opened an empty
-		// segment: its buffer gets a whole segment's room before the rest
-		// of the batch goes in, instead of being regrown from nothing by
-		// it (about 230 KB of garbage at every segment change).
-		j.presizeTailLocked(log)
+		// segment: its buffer gets the room before the rest of the batch
+		// goes in, instead of being regrown from nothing by it (about
+		// 230 KB of garbage at every segment change).
+		j.growTailLocked(log, partBytes[1])
 		err = j.writeBatch(log, &j.rest)
 	}
 
