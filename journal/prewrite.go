@@ -262,9 +262,11 @@ const minTailBuffer = 64 << 10
 
 // tailGrowth is the capacity a tail buffer of capacity have grows to when
 // it needs need bytes: double or more, at least minTailBuffer, at most
-// limit (a whole segment and its largest entry) unless need itself is more.
+// limit (a whole segment and its largest entry). A part of a batch needing
+// more than limit seals its segment before it ends, and what follows the
+// seal goes to the next tail's buffer.
 func tailGrowth(have, need, limit int) int {
-	return max(min(max(need, 2*have, minTailBuffer), limit), need)
+	return min(max(need, 2*have, minTailBuffer), limit)
 }
 
 // tailCapacity is the buffer capacity tidwall/wal's tail never outgrows: a
