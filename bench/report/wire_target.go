@@ -38,8 +38,34 @@ func wireTarget(results []harness.Result) Target {
 	return t
 }
 
-// AllTargets is every target a run judges: issue 15's (Targets) and the
-// wire protocol's.
+// The in-process fan-outs of qualify's inprocess_fanout and the wire
+// fan-out's bound over the registry's.
+const (
+	watchFanout      = "watch_fanout"
+	wireFanout       = "wire_fanout"
+	pipeFanoutFloor  = "pipe_fanout_floor"
+	wireFanoutBound  = 2.0
+	fanoutFloorShare = "the transport floor (" + pipeFanoutFloor + ") alone"
+)
+
+// fanoutTarget judges issue 30's fan-out target, wire_fanout p50 at most
+// 2× watch_fanout p50, on the alternating rows of qualify's
+// inprocess_fanout. When the run also measured pipe_fanout_floor, Measured
+// adds the floor's own ratio to watch_fanout and wire_fanout's to the
+// floor: moving the same frames over the same pipes with no protocol,
+// which no dispatcher can go below.
+func fanoutTarget(results []harness.Result) Target {
+	p50 := func(r harness.RoundStat) float64 { return r.P50us }
+	w, wire := alternating(results, watchFanout), alternating(results, wireFanout)
+	t := ratioTarget(fmt.Sprintf("wire_fanout p50 ≤ %.0f× watch_fanout p50", wireFanoutBound), wire, w, p50, "µs", wireFanoutBound, true)
+	if f := alternating(results, pipeFanoutFloor); f.P50us > 0 && t.Ratio > 0 {
+		t.Measured += fmt.Sprintf("; %s: %.2f× watch_fanout, and wire_fanout %.2f× the floor", fanoutFloorShare, f.P50us/w.P50us, wire.P50us/f.P50us)
+	}
+	return t
+}
+
+// AllTargets is every target a run judges: issue 15's (Targets), the
+// wire protocol's and the wire fan-out's.
 func AllTargets(results []harness.Result) []Target {
-	return append(Targets(results), wireTarget(results))
+	return append(Targets(results), wireTarget(results), fanoutTarget(results))
 }

@@ -48,3 +48,35 @@ func TestWireTarget(t *testing.T) {
 		t.Fatalf("measured %q: want the floor's own ratio", floor.Measured)
 	}
 }
+
+func TestFanoutTarget(t *testing.T) {
+	t.Parallel()
+	alt := func(name string, p50 float64) harness.Result { return serialResult(Alternating(name), p50, 3*p50) }
+	tests := []struct {
+		name    string
+		results []harness.Result
+		want    string
+	}{
+		{"within the bound", []harness.Result{alt(watchFanout, 300), alt(wireFanout, 590)}, "met"},
+		{"the bound is inclusive", []harness.Result{alt(watchFanout, 300), alt(wireFanout, 600)}, "met"},
+		{"over the bound", []harness.Result{alt(watchFanout, 300), alt(wireFanout, 601)}, "MISSED"},
+		// The rows measured alone do not judge it.
+		{"only the separate rows", []harness.Result{serialResult(watchFanout, 300, 900), serialResult(wireFanout, 310, 900)}, "not measured"},
+		{"nothing measured", nil, "not measured"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := fanoutTarget(tc.results).Verdict(); got != tc.want {
+				t.Fatalf("verdict %q, want %q", got, tc.want)
+			}
+		})
+	}
+	floor := fanoutTarget([]harness.Result{alt(watchFanout, 300), alt(wireFanout, 900), alt(pipeFanoutFloor, 450)})
+	if want := fanoutFloorShare + ": 1.50× watch_fanout, and wire_fanout 2.00× the floor"; !strings.Contains(floor.Measured, want) {
+		t.Fatalf("measured %q: want %q", floor.Measured, want)
+	}
+	if len(AllTargets(nil)) != len(Targets(nil))+2 {
+		t.Fatal("AllTargets lacks the fan-out target")
+	}
+}

@@ -30,6 +30,18 @@ type EncodedSender interface {
 	SendEncoded(m framing.Encoded) error
 }
 
+// BatchSender is a Conn that can write several server messages, each in
+// its wire form, with one write: the session's writer sends what queued up
+// while it was busy (a commit's updates for the session's watches, answers
+// behind them) at once, paying one system call and one wake-up of the peer
+// for all of them. The Conns of NewStreamConn are BatchSenders.
+type BatchSender interface {
+	// SendBatch writes ms in order, as Send and SendEncoded one at a time
+	// would; after an error, the messages before the failing one may have
+	// been written, none after it.
+	SendBatch(ms []framing.Encoded) error
+}
+
 // NewStreamConn returns the server side of the framing over rwc, rejecting
 // client frames over maxFrameBytes (framing.DefaultMaxFrameBytes when <= 0).
 func NewStreamConn(rwc io.ReadWriteCloser, maxFrameBytes int) Conn {

@@ -79,6 +79,16 @@
 //     update that does not encode, get the built message.
 //     Code: outbox.offerUpdate, outbox.deliver, encodedUpdate.AppendTo, EncodedSender, Server.Serve.
 //     Tests: TestEncodedUpdatesAreTheMessages, TestEncodedUpdatesDecodeAsTheMessages, wire.TestAppendUpdateIsProtoMarshal.
+//  10. One write for what queued: on a Conn that is a BatchSender (the
+//     framing's), the session's writer sends every message that queued up
+//     while it was busy, in order, as one batch (at most 64 messages, and
+//     it stops after the one reaching 64 KiB), so a commit's updates for a
+//     session's watches cost one write and one wake-up of the peer; the
+//     byte budget holds a batch's bytes until its write returns, and a
+//     failed batch ends the session as a failed send does. Direct answers
+//     (an idle session's) still go out alone, with no hand-off.
+//     Code: outbox.takeLocked, outbox.deliverTaken, BatchSender, framing.Conn.SendBatch.
+//     Tests: TestWriterBatchesWhatQueued, framing.TestSendBatchIsOneWriteOfTheFrames.
 //
 // # Bad input
 //

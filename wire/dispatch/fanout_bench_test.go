@@ -1,13 +1,17 @@
 package dispatch
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/materialize"
@@ -24,10 +28,25 @@ type countWriter struct {
 }
 
 func (c countWriter) Write(p []byte) (int, error) {
+	// One write may hold several frames (a batch): count each.
+	for rest := p; len(rest) > 0; {
+		size, n := protowire.ConsumeVarint(rest)
+		if n < 0 || int(size) > len(rest)-n {
+			return 0, fmt.Errorf("countWriter: a write of %d bytes is not whole frames", len(p))
+		}
+		rest = rest[n+int(size):]
+		c.count()
+	}
+	if len(p) == 0 {
+		c.count()
+	}
+	return len(p), nil
+}
+
+func (c countWriter) count() {
 	if c.n.Add(1) == c.target.Load() {
 		c.done <- struct{}{}
 	}
-	return len(p), nil
 }
 
 // registrySink is the registry-only baseline's sink: it counts updates.
@@ -35,7 +54,7 @@ type registrySink countWriter
 
 func (c registrySink) Deliver(m watch.Message) error {
 	if _, ok := m.(*watch.Update); ok {
-		countWriter(c).Write(nil)
+		countWriter(c).count()
 	}
 	return nil
 }
@@ -47,12 +66,16 @@ func (c registrySink) Deliver(m watch.Message) error {
 // session's sink, outbound queue and framing as before this change, every
 // update built as a ServerMessage and marshalled for its watch; and
 // "encoded", the same with the update's shared part encoded once per
-// event and spliced after each watch's watch_id and watch_sequence. A
+// event and spliced after each watch's watch_id and watch_sequence; and
+// "batched", encoded with the session's writer sending what queued up
+// while it was busy with one write (BatchSender); "pipe", batched over
+// net.Pipe, each session's frames read whole by a client goroutine (the
+// qualify wire_fanout's transport). A
 // round ends when all 1,024 updates were written to their connections
 // (which discard them). It reports allocations and bytes per delivered
 // update (from the memory statistics over the whole run) and the p50 round.
 func BenchmarkWireFanout(b *testing.B) {
-	for _, mode := range []string{"registry", "message", "encoded"} {
+	for _, mode := range []string{"registry", "message", "encoded", "batched", "pipe", "tcp"} {
 		b.Run(mode, func(b *testing.B) { benchWireFanout(b, mode) })
 	}
 }
@@ -78,15 +101,36 @@ func benchWireFanout(b *testing.B, mode string) {
 			ss[i] = reg.OpenSession("p", registrySink(cw))
 			continue
 		}
+		var w io.Writer = cw
+		if mode == "pipe" || mode == "tcp" {
+			srvSide, cliSide := net.Pipe()
+			if mode == "tcp" {
+				srvSide, cliSide = tcpPair(b)
+			}
+			defer srvSide.Close()
+			go func() {
+				rd := framing.NewReader(bufio.NewReaderSize(cliSide, 64<<10), 0)
+				for {
+					if _, err := rd.ReadFrame(); err != nil {
+						return
+					}
+					cw.count()
+				}
+			}()
+			w = srvSide
+		}
 		conn := framing.NewConn[*pb.ClientMessage, *pb.ServerMessage](struct {
 			io.Reader
 			io.Writer
-		}{nil, cw}, 0, nil)
+		}{nil, w}, 0, nil)
 		sess := &session{inflight: map[uint64]struct{}{}}
 		sess.idle.L = &sess.mu
 		sess.out = newOutbox(defaultMaxQueued, 64, budget, conn.Send, func() {})
-		if mode == "encoded" {
+		if mode != "message" {
 			sess.out.sendEncoded = conn.SendEncoded
+		}
+		if mode == "batched" || mode == "pipe" || mode == "tcp" {
+			sess.out.sendBatch = conn.SendBatch
 		}
 		budget.join()
 		outs = append(outs, sess.out)
@@ -149,4 +193,22 @@ func benchWireFanout(b *testing.B, mode string) {
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/updates, "B/update")
 	slices.Sort(rounds)
 	b.ReportMetric(float64(rounds[(len(rounds)-1)/2].Nanoseconds()), "round-p50-ns")
+}
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(b *testing.B) (net.Conn, net.Conn) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, c
 }

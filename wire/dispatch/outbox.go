@@ -38,10 +38,13 @@ type outbox struct {
 	// update in its wire form; without it, updates are built as messages
 	// and sent by send.
 	sendEncoded func(framing.Encoded) error
-	onFail      func() // called once when a send fails
-	b           *byteBudget
-	bytes       int64       // what this outbox holds of b; guarded by b.mu
-	shut        atomic.Bool // closed, for b's waiters
+	// sendBatch, when the Conn is a BatchSender, lets the writer send
+	// every message that queued up while it was busy with one write.
+	sendBatch func([]framing.Encoded) error
+	onFail    func() // called once when a send fails
+	b         *byteBudget
+	bytes     int64       // what this outbox holds of b; guarded by b.mu
+	shut      atomic.Bool // closed, for b's waiters
 
 	mu            sync.Mutex
 	room, ready   sync.Cond
@@ -52,7 +55,20 @@ type outbox struct {
 	closed        bool  // nothing more is accepted
 	abandoned     bool  // and what is queued is dropped
 	err           error // the failed send's error
+
+	// The writer's scratch (run alone touches them): the messages taken
+	// from the queue for one write, and their wire forms.
+	taken []queued
+	batch []framing.Encoded
 }
+
+// A batch of the writer's is bounded, so that one write holds neither an
+// unbounded buffer nor the peer's reader for long: at most this many
+// messages, and it stops after the message that reaches this many bytes.
+const (
+	maxBatchMessages = 64
+	maxBatchBytes    = 64 << 10
+)
 
 // queued is a message in the queue and the bytes it holds of the budget:
 // m, or a watch update u to send in its wire form (sendEncoded).
@@ -68,6 +84,34 @@ func (o *outbox) deliver(q queued) error {
 		return o.sendEncoded((*encodedUpdate)(q.u))
 	}
 	return o.send(q.m)
+}
+
+// encoded is q's wire form, for a batch.
+func (q queued) encoded() framing.Encoded {
+	if q.u != nil {
+		return (*encodedUpdate)(q.u)
+	}
+	return framing.Message(q.m)
+}
+
+// deliverTaken sends the messages run took from the queue, with one write
+// when there are several and the Conn can, and returns the bytes they
+// held of the budget.
+func (o *outbox) deliverTaken() (int64, error) {
+	var n int64
+	for _, q := range o.taken {
+		n += q.n
+	}
+	if len(o.taken) == 1 {
+		return n, o.deliver(o.taken[0])
+	}
+	for _, q := range o.taken {
+		o.batch = append(o.batch, q.encoded())
+	}
+	err := o.sendBatch(o.batch)
+	clear(o.batch)
+	o.batch = o.batch[:0]
+	return n, err
 }
 
 // encodedUpdate is a watch update as the framing's Encoded: the bytes of
@@ -263,19 +307,36 @@ func (o *outbox) run() error {
 		if o.abandoned || o.lenLocked() == 0 {
 			return o.err
 		}
+		o.takeLocked()
+		if len(o.taken) == 1 {
+			o.room.Signal()
+		} else {
+			o.room.Broadcast()
+		}
+		o.sending = true
+		o.mu.Unlock()
+		n, err := o.deliverTaken()
+		clear(o.taken)
+		o.taken = o.taken[:0]
+		o.b.release(o, n)
+		o.sent(err)
+		o.mu.Lock()
+	}
+}
+
+// takeLocked moves the queue's front into o.taken: one message, or, on a
+// BatchSender, as many as one batch holds.
+func (o *outbox) takeLocked() {
+	var bytes int64
+	for o.lenLocked() > 0 && (len(o.taken) == 0 || (o.sendBatch != nil && len(o.taken) < maxBatchMessages && bytes < maxBatchBytes)) {
 		m := o.q[o.head]
 		o.q[o.head] = queued{}
 		o.head++
-		if o.head == len(o.q) {
-			o.q, o.head = o.q[:0], 0
-		}
-		o.room.Signal()
-		o.sending = true
-		o.mu.Unlock()
-		err := o.deliver(m)
-		o.b.release(o, m.n)
-		o.sent(err)
-		o.mu.Lock()
+		o.taken = append(o.taken, m)
+		bytes += m.n
+	}
+	if o.head == len(o.q) {
+		o.q, o.head = o.q[:0], 0
 	}
 }
 

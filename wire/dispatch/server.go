@@ -196,6 +196,9 @@ func (s *Server) Serve(ctx context.Context, p statestore.Principal, conn Conn) e
 	if es, ok := conn.(EncodedSender); ok {
 		ss.out.sendEncoded = es.SendEncoded
 	}
+	if bs, ok := conn.(BatchSender); ok {
+		ss.out.sendBatch = bs.SendBatch
+	}
 	s.budget.join()
 
 	writerDone := make(chan error, 1)

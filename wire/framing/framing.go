@@ -241,6 +241,12 @@ func (c *Conn[In, Out]) Recv() (In, error) {
 	return m, nil
 }
 
+// RecvFrame reads the next frame and returns its payload undecoded, valid
+// until the next Recv or RecvFrame: for a reader that routes or counts
+// messages by their first field before (or instead of) decoding them.
+// Errors are those of Reader.ReadFrame.
+func (c *Conn[In, Out]) RecvFrame() ([]byte, error) { return c.rd.ReadFrame() }
+
 // Send encodes m and writes it as one frame with one Write call.
 func (c *Conn[In, Out]) Send(m Out) error {
 	bp := sendBuffers.Get().(*[]byte)
@@ -254,6 +260,47 @@ func (c *Conn[In, Out]) SendEncoded(m Encoded) error {
 	bp := sendBuffers.Get().(*[]byte)
 	b, err := AppendEncodedFrame((*bp)[:0], m)
 	return c.write(bp, b, err)
+}
+
+// SendBatch writes ms, each an Out message in its wire form, as
+// consecutive frames with one Write call: a sender with several messages
+// waiting pays one write (one system call, one hand-off to the peer's
+// reader) for all of them. Should m[i] fail to encode, the frames before
+// it are still written, in one Write, and its error is returned, so the
+// peer sees what SendEncoded one at a time would have let through.
+func (c *Conn[In, Out]) SendBatch(ms []Encoded) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	bp := sendBuffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	var err error
+	for _, m := range ms {
+		var next []byte
+		if next, err = AppendEncodedFrame(b, m); err != nil {
+			break
+		}
+		b = next
+	}
+	if len(b) == 0 {
+		return c.write(bp, b, err)
+	}
+	if werr := c.write(bp, b, nil); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// Message is m as an Encoded, marshalled when appended, so that a batch
+// (SendBatch) can hold built messages beside encoded ones.
+func Message(m proto.Message) Encoded { return protoMessage{m} }
+
+type protoMessage struct{ m proto.Message }
+
+func (p protoMessage) Size() int { return proto.Size(p.m) }
+
+func (p protoMessage) AppendTo(b []byte) ([]byte, error) {
+	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, p.m)
 }
 
 // write writes the frame b (unless encoding it failed with err) and gives

@@ -274,3 +274,54 @@ func TestSendEncodedIsSend(t *testing.T) {
 		t.Errorf("failed sends wrote %x", encoded.Bytes())
 	}
 }
+
+// countingWriter records each Write.
+type countingWriter struct{ writes [][]byte }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// TestSendBatchIsOneWriteOfTheFrames: a batch is the frames Send would
+// write one by one, in order, with one Write; a message that fails to
+// encode ends the batch there, the frames before it still written and
+// none after it.
+func TestSendBatchIsOneWriteOfTheFrames(t *testing.T) {
+	t.Parallel()
+	enc, err := proto.Marshal(getState(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	one := NewConn[*pb.ServerMessage, *pb.ClientMessage](rw{nil, &want}, 0, nil)
+	for id := uint64(1); id <= 3; id++ {
+		if err := one.Send(getState(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var w countingWriter
+	c := NewConn[*pb.ServerMessage, *pb.ClientMessage](rw{nil, &w}, 0, nil)
+	if err := c.SendBatch([]Encoded{Message(getState(1)), preEncoded{b: enc, size: len(enc)}, Message(getState(3))}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.writes) != 1 || !bytes.Equal(w.writes[0], want.Bytes()) {
+		t.Fatalf("SendBatch made %d writes %x; want one write %x", len(w.writes), w.writes, want.Bytes())
+	}
+	if err := c.SendBatch(nil); err != nil || len(w.writes) != 1 {
+		t.Fatalf("an empty batch: %v, %d writes", err, len(w.writes))
+	}
+	boom := errors.New("boom")
+	w.writes = nil
+	err = c.SendBatch([]Encoded{Message(getState(1)), preEncoded{size: 3, err: boom}, Message(getState(3))})
+	if !errors.Is(err, boom) {
+		t.Fatalf("a failing message in the batch: %v", err)
+	}
+	if first := frame(t, getState(1)); len(w.writes) != 1 || !bytes.Equal(w.writes[0], first) {
+		t.Fatalf("the batch failing at its second message wrote %x; want the first frame %x alone", w.writes, first)
+	}
+	w.writes = nil
+	if err := c.SendBatch([]Encoded{preEncoded{size: 3, err: boom}}); !errors.Is(err, boom) || len(w.writes) != 0 {
+		t.Fatalf("a batch failing at its first message: %v, wrote %x", err, w.writes)
+	}
+}

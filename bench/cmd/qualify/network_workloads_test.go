@@ -4,9 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
@@ -214,7 +219,7 @@ func TestTokenTable(t *testing.T) {
 // when the quota arrived).
 func TestInProcessFanoutsHoldTheirWatches(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{nameWatchFanout, nameWireFanout} {
+	for _, name := range []string{nameWatchFanout, nameWireFanout, nameWireFanoutDecoded} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			selected, err := selectWorkloads([]string{name})
@@ -231,5 +236,42 @@ func TestInProcessFanoutsHoldTheirWatches(t *testing.T) {
 				t.Fatalf("rows %+v, want one %s row with latencies", got, name)
 			}
 		})
+	}
+}
+
+// TestInProcessFanoutRows: inprocess_fanout, at a small size, yields its
+// three alternating rows, each watcher having received every revision in
+// commit order (fanoutSide.verify); and the wire side's reader takes the
+// watch and revision from a real update's frame.
+func TestInProcessFanoutRows(t *testing.T) {
+	t.Parallel()
+	env := &Env{Root: t.TempDir(), Ops: 5, Writers: []int{1}, Budget: harness.Budget{OpsPerWriter: 2}, Payload: harness.DefaultPayload,
+		Run: harness.Runner{Ceiling: time.Minute}}
+	got, err := inProcessFanout(env, fanoutSize{watchers: 24, conns: 5, rounds: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range got {
+		names = append(names, r.Name)
+		if r.P50us <= 0 || len(r.Rounds) != 4 {
+			t.Fatalf("row %s: p50 %v, %d rounds; want latencies of 4 rounds", r.Name, r.P50us, len(r.Rounds))
+		}
+	}
+	want := []string{report.Alternating(nameWatchFanout), report.Alternating(nameWireFanout), report.Alternating(namePipeFanoutFloor)}
+	if !slices.Equal(names, want) {
+		t.Fatalf("rows %v, want %v", names, want)
+	}
+	frame, err := proto.Marshal(&pb.ServerMessage{Message: &pb.ServerMessage_WatchUpdate{WatchUpdate: &pb.StateStoreWatchUpdate{
+		WatchId: "w17", WatchSequence: 3, Revision: 42, Entry: &pb.StateEntry{Document: []byte("{}")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, rev, ok := updateHeader(frame); !ok || string(id) != "w17" || rev != 42 {
+		t.Fatalf("updateHeader = %q, %d, %v; want w17, 42, true", id, rev, ok)
+	}
+	closed, _ := proto.Marshal(&pb.ServerMessage{Message: &pb.ServerMessage_WatchClosed{WatchClosed: &pb.StateStoreWatchClosed{WatchId: "w1"}}})
+	if _, _, ok := updateHeader(closed); ok {
+		t.Fatal("updateHeader took a closure for an update")
 	}
 }

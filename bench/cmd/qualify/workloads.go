@@ -37,6 +37,9 @@ var workloads = []workload{
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
 	{name: nameWireFanout, run: runWireFanout},
+	{name: nameWireFanoutDecoded, run: runWireFanoutDecoded},
+	// The three in-process fan-outs alternating (inprocess_fanout.go).
+	{name: nameInProcessFanout, run: runInProcessFanout},
 	{name: nameWSLoad, run: runWSLoad},
 	// The fan-out over the network beside its peers (fanout_peers.go).
 	{name: nameWSFanout, run: runWSFanout},
