@@ -22,6 +22,7 @@ var program = cliflag.Program{Name: "kpjournal", ExitCodes: "0 success, 1 proble
 type cli struct {
 	*cliflag.Command
 	dir    string
+	dirArg bool // dir is a positional argument, not --dir
 	json   bool
 	limits quota.Limits
 	// reg and chk are built by parse from the bounds on the command line:
@@ -56,11 +57,14 @@ func (c *cli) limitFlags() {
 }
 
 // parse parses args; a non-negative code means the command must return it.
-func (c *cli) parse(args []string) int {
+func (c *cli) parse(args []string) int { return c.parseN(args, 0) }
+
+// parseN is parse for a command taking exactly n positional arguments.
+func (c *cli) parseN(args []string, n int) int {
 	if code := c.Parse(args); code >= 0 {
 		return code
 	}
-	if code := c.Args(0); code >= 0 {
+	if code := c.Args(n); code >= 0 {
 		return code
 	}
 	reg, err := cliflag.Registry()
@@ -134,7 +138,11 @@ func (c *cli) checkDir(required bool) int {
 		return -1
 	}
 	if fi, err := os.Stat(c.dir); err == nil && !fi.IsDir() {
-		return c.Fail(exitUsage, "--dir %s is not a directory", c.dir)
+		what := "--dir"
+		if c.dirArg {
+			what = "DIR"
+		}
+		return c.Fail(exitUsage, "%s %s is not a directory", what, c.dir)
 	}
 	return -1
 }

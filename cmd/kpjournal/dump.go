@@ -16,7 +16,12 @@ index, segment file, byte offset, kind, namespace, key, the namespace revision t
 its commit time, and for a PUT its schema, owner, lease deadline and document size. --from and --to
 bound the range (inclusive; default: everything). --documents adds each PUT's JSON document. Damaged
 entries are reported on stderr (and under "problems" with --json) and the dump goes on past them; the
-exit code is then 1.`
+exit code is then 1.
+
+On a cluster node (the directory holds raft-stable) it prints raft's log: each entry's index,
+segment and offset, term, type, size and the commit index staged with it, the records of a store
+command decoded under it (kind, namespace, key, revision, time, document size), and then the
+persisted commit floor. --from and --to are raft indexes.`
 
 func runDump(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("dump", "--dir DIR [--from INDEX] [--to INDEX] [--documents] [flags]", dumpAbout, []string{
@@ -38,6 +43,9 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := c.openStoreDir(); code >= 0 {
 		return code
+	}
+	if isClusterNode(c.root()) {
+		return dumpCluster(c, stdout, stderr, *from, *to)
 	}
 	chk := c.chk
 	segs, err := listSegments(c.journalDir())
