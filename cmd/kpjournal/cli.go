@@ -23,6 +23,9 @@ type cli struct {
 	*cliflag.Command
 	dir    string
 	dirArg bool // dir is a positional argument, not --dir
+	// clusterOK: the command reads a cluster node's directory (the
+	// replicated layout); the others refuse one (openStoreDir).
+	clusterOK bool
 	json   bool
 	limits quota.Limits
 	// reg and chk are built by parse from the bounds on the command line:
@@ -124,7 +127,14 @@ func (c *cli) openStoreDir() int {
 		}
 		return c.Fail(exitUsage, "no store in %s: %s %s%s", c.dir, c.root(), what, hint)
 	}
-	return c.checkNotLive()
+	if code := c.checkNotLive(); code >= 0 {
+		return code
+	}
+	if !c.clusterOK && isClusterNode(c.root()) {
+		return c.Fail(exitUsage, "%s is a cluster node's directory (it holds %s): %s reads a single store's files; "+
+			"verify, dump, compare and recover-cluster read a cluster node's", c.root(), statestore.StableFileName, c.FS.Name())
+	}
+	return -1
 }
 
 // checkDir checks --dir before anything reads or writes under it: present

@@ -207,12 +207,14 @@ type raftDumpRecord struct {
 	Revision  uint64 `json:"revision"`
 	TimeMs    int64  `json:"time_ms"`
 	Size      int    `json:"document_size"`
+	// Document is a PUT's document under --documents, null otherwise.
+	Document opt[json.RawMessage] `json:"document"`
 }
 
 // dumpCluster is dump on a cluster node: each entry with its term, type,
 // size and staged commit index, a store command's records decoded, then
 // the persisted commit floor.
-func dumpCluster(c *cli, stdout, stderr io.Writer, from, to uint64) int {
+func dumpCluster(c *cli, stdout, stderr io.Writer, from, to uint64, docs bool) int {
 	bw := bufio.NewWriterSize(stdout, 64<<10)
 	var entries []raftDumpEntry
 	problems := []problem{}
@@ -228,8 +230,12 @@ func dumpCluster(c *cli, stdout, stderr io.Writer, from, to uint64) int {
 				fmt.Fprintf(stderr, "kpjournal dump: %s\n", p)
 			}
 			for _, r := range recs {
-				d.Records = append(d.Records, raftDumpRecord{Kind: r.Kind.String(), Namespace: r.Namespace, Key: r.Key,
-					Revision: r.Revision, TimeMs: r.TimeMs, Size: len(r.Document)})
+				dr := raftDumpRecord{Kind: r.Kind.String(), Namespace: r.Namespace, Key: r.Key,
+					Revision: r.Revision, TimeMs: r.TimeMs, Size: len(r.Document)}
+				if docs && r.Kind == journal.KindPut {
+					dr.Document = some(documentJSON(r.Document))
+				}
+				d.Records = append(d.Records, dr)
 			}
 		}
 		if c.json {
@@ -238,7 +244,11 @@ func dumpCluster(c *cli, stdout, stderr io.Writer, from, to uint64) int {
 		}
 		fmt.Fprintf(bw, "%d\t%s@%d\tterm %d\t%s\t%d bytes\tcommit %d\n", d.Index, d.Segment, d.Offset, d.Term, d.Type, d.Size, d.Commit)
 		for _, r := range d.Records {
-			fmt.Fprintf(bw, "\t%s\t%s\t%s\trev %d\t%s\t%d bytes\n", r.Kind, r.Namespace, r.Key, r.Revision, msTime(r.TimeMs), r.Size)
+			fmt.Fprintf(bw, "\t%s\t%s\t%s\trev %d\t%s\t%d bytes", r.Kind, r.Namespace, r.Key, r.Revision, msTime(r.TimeMs), r.Size)
+			if doc, ok := r.Document.get(); ok {
+				fmt.Fprintf(bw, "\t%s", doc)
+			}
+			fmt.Fprintln(bw)
 		}
 		return nil
 	}, func(p problem) error {
@@ -303,7 +313,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	}
 	var sides [2]side
 	for i, d := range dirs {
-		c.dir, c.dirArg = d, true
+		c.dir, c.dirArg, c.clusterOK = d, true, true
 		if code := c.openStoreDir(); code >= 0 {
 			return code
 		}
@@ -493,7 +503,7 @@ func runRecoverCluster(args []string, stdout, stderr io.Writer) int {
 	if *peersFile == "" {
 		return c.UsageError("--peers is required")
 	}
-	c.dir, c.dirArg = c.FS.Arg(0), true
+	c.dir, c.dirArg, c.clusterOK = c.FS.Arg(0), true, true
 	if code := c.openStoreDir(); code >= 0 {
 		return code
 	}

@@ -289,7 +289,14 @@ func TestClusterNodeVerifyDumpCompare(t *testing.T) {
 				t.Errorf("dump shows no PUT of %s", k)
 			}
 		}
-		code, out, _ := kp(t, "dump", "--dir", tn.dirs["n2"], "--from", "3", "--to", "4")
+		code, out, _ := kp(t, "dump", "--dir", tn.dirs["n2"], "--documents")
+		if want := `"source_id":"cam-10"`; code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("dump --documents: exit %d, no %s in\n%s", code, want, out)
+		}
+		if code, _, errs := kp(t, "dump", "--dir", tn.dirs["n2"], "--config", "x.toml"); code != exitUsage || !strings.Contains(errs, "refused in cluster mode") {
+			t.Errorf("dump --config on a cluster node: exit %d, %s", code, errs)
+		}
+		code, out, _ = kp(t, "dump", "--dir", tn.dirs["n2"], "--from", "3", "--to", "4")
 		if code != exitOK || !strings.HasPrefix(out, "3\t") || !strings.Contains(out, "\n4\t") || strings.Contains(out, "\n5\t") || !strings.Contains(out, "commit floor") {
 			t.Errorf("dump --from 3 --to 4: exit %d\n%s", code, out)
 		}
@@ -328,6 +335,19 @@ func TestClusterNodeVerifyDumpCompare(t *testing.T) {
 		}
 		if code, _ := kpJSON(t, &rep, "compare", "--index", fmt.Sprint(index), tn.dirs["n1"], other.dirs["n2"]); code != exitProblems || rep.Equal || rep.Key == nil || *rep.Key != "k04" {
 			t.Errorf("compare --json: exit %d, %+v", code, rep)
+		}
+	})
+
+	t.Run("single-store commands refuse", func(t *testing.T) {
+		for _, args := range [][]string{{"replay"}, {"stat"}, {"repair", "--yes"}, {"checkpoint"}, {"backup", "--out", filepath.Join(t.TempDir(), "b")}} {
+			before := dirListing(t, root("n1"))
+			code, out, errs := kp(t, append(args, "--dir", tn.dirs["n1"])...)
+			if code != exitUsage || out != "" || !strings.Contains(errs, "is a cluster node's directory") || !strings.Contains(errs, args[0]+" reads a single store's files") {
+				t.Errorf("%v on a cluster node: exit %d, stdout %q, stderr %q", args, code, out, errs)
+			}
+			if after := dirListing(t, root("n1")); !slices.Equal(before, after) {
+				t.Errorf("%v changed the node", args)
+			}
 		}
 	})
 

@@ -37,6 +37,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		"kpjournal verify --dir /var/lib/keeppeek",
 		"kpjournal verify --dir /backup/copy --json --max-entries-per-namespace 256",
 	}, stdout, stderr)
+	c.clusterOK = true
 	c.dirFlag()
 	c.jsonFlag()
 	c.limitFlags()
