@@ -107,6 +107,9 @@ func RecoverCluster(opts Options, peers []Peer) error {
 	s.home = &journalBackend{}
 	s.home.view.Store(materialize.New())
 	conf := raft.DefaultConfig()
+	// RecoverCluster only validates the config, which needs some ID; the
+	// node's own is not recorded in its directory, and the new
+	// configuration is all that the recovered log carries.
 	conf.LocalID = raft.ServerID(peers[0].ID)
 	conf.Logger = nil
 	conf.LogOutput = io.Discard

@@ -224,6 +224,20 @@ func TestClusterNodeVerifyDumpCompare(t *testing.T) {
 	index := tn.settle()
 	root := func(id string) string { return filepath.Join(tn.dirs[id], statestore.StoreDirName) }
 
+	// verify, dump and compare read the nodes without changing a byte.
+	listings := func() (out []string) {
+		for _, p := range tn.peers {
+			out = append(out, dirListing(t, root(p.ID))...)
+		}
+		return out
+	}
+	untouched := listings()
+	defer func() {
+		if after := listings(); !slices.Equal(untouched, after) {
+			t.Errorf("reading the nodes changed them:\nbefore %v\nafter  %v", untouched, after)
+		}
+	}()
+
 	t.Run("verify", func(t *testing.T) {
 		for _, p := range tn.peers {
 			var rep raftVerifyJSON
@@ -466,9 +480,11 @@ func TestRecoverClusterRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The node is open in this process: its LOCK is held.
-	code, _, errs := kp(t, "recover-cluster", "--peers", good, dir)
-	if code != exitUsage || !strings.Contains(errs, "in use") || !strings.Contains(errs, "LOCK") {
-		t.Errorf("recover-cluster on a live node: exit %d, %s", code, errs)
+	for _, args := range [][]string{{"recover-cluster", "--peers", good, dir}, {"compare", "--index", "1", dir, dir}, {"verify", "--dir", dir}, {"dump", "--dir", dir}} {
+		code, _, errs := kp(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "in use") || !strings.Contains(errs, "LOCK") {
+			t.Errorf("%v on a live node: exit %d, %s", args, code, errs)
+		}
 	}
 	if err := statestore.RecoverCluster(statestore.Options{Dir: dir}, []statestore.Peer{{ID: "n1", RaftAddr: "raft-n1"}}); statestore.CodeOf(err) != statestore.Unavailable || !strings.Contains(err.Error(), "running process") {
 		t.Errorf("RecoverCluster on a live node: %v", err)
