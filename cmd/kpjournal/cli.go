@@ -26,8 +26,8 @@ type cli struct {
 	// clusterOK: the command reads a cluster node's directory (the
 	// replicated layout); the others refuse one (openStoreDir).
 	clusterOK bool
-	json   bool
-	limits quota.Limits
+	json      bool
+	limits    quota.Limits
 	// reg and chk are built by parse from the bounds on the command line:
 	// every command that checks records or images uses these.
 	reg *schema.Registry
