@@ -53,7 +53,15 @@ func verifyCluster(c *cli, stdout io.Writer) int {
 	rep := raftVerifyReport{Store: root, Layout: "cluster", Snapshots: []snapVerdict{}, Problems: []problem{}}
 	add := func(p problem) { rep.Problems = append(rep.Problems, p) }
 	lim := raftLimits(c.chk)
-	terms := map[uint64]uint64{} // index -> term, for the snapshots' check
+	snaps, err := listRaftSnapshots(root)
+	if err != nil {
+		return c.Fail(exitUsage, "%v", err)
+	}
+	// The log's term at each snapshot's index, for the snapshots' check.
+	terms := map[uint64]uint64{}
+	for _, sn := range snaps {
+		terms[sn.Meta.Index] = 0
+	}
 	var prevIndex, prevTerm uint64
 	floor, last, err := walkRaft(root, lim, 1, 0, func(e *raftEntry) error {
 		file := segFile(e.Segment)
@@ -73,7 +81,9 @@ func verifyCluster(c *cli, stdout io.Writer) int {
 					Reason: fmt.Sprintf("the store command does not decode: %v", err)})
 			}
 		}
-		terms[e.Index] = e.Term
+		if _, ok := terms[e.Index]; ok {
+			terms[e.Index] = e.Term
+		}
 		prevIndex, prevTerm = e.Index, e.Term
 		rep.Entries++
 		return nil
@@ -105,10 +115,6 @@ func verifyCluster(c *cli, stdout io.Writer) int {
 				Reason: fmt.Sprintf("current term %d is older than the log's last term %d", st.CurrentTerm, rep.LastTerm)})
 		}
 	}
-	snaps, err := listRaftSnapshots(root)
-	if err != nil {
-		return c.Fail(exitUsage, "%v", err)
-	}
 	newest := uint64(0)
 	for i := range snaps {
 		sn := &snaps[i]
@@ -135,7 +141,8 @@ func verifyCluster(c *cli, stdout io.Writer) int {
 
 // checkSnapshot checks a snapshot's data (size, CRC-64, the checkpoint
 // image with every rule a restore applies) and its place against the log:
-// the image's index is at most meta.json's, and an entry the log holds at that
+// the image's index is at most meta.json's, and an entry (terms: 0 when
+// the log does not hold it) the log holds at that
 // index has the snapshot's term.
 func checkSnapshot(c *cli, root string, sn *raftSnapshot, terms map[uint64]uint64) error {
 	b, err := sn.readState(root)
@@ -152,7 +159,7 @@ func checkSnapshot(c *cli, root string, sn *raftSnapshot, terms map[uint64]uint6
 	if hdr.Index > sn.Meta.Index {
 		return fmt.Errorf("the image reflects index %d, beyond the snapshot's %d in meta.json", hdr.Index, sn.Meta.Index)
 	}
-	if t, ok := terms[sn.Meta.Index]; ok && t != sn.Meta.Term {
+	if t := terms[sn.Meta.Index]; t != 0 && t != sn.Meta.Term {
 		return fmt.Errorf("meta.json gives index %d term %d, the log holds it at term %d", sn.Meta.Index, sn.Meta.Term, t)
 	}
 	return nil

@@ -81,7 +81,12 @@ func walkRaft(root string, lim journal.Limits, from, to uint64, fn func(e *raftE
 		e = raftEntry{Index: it.index, Segment: seg.Name(), Offset: it.offset, Term: f.Raft.Term, Commit: f.Raft.Commit,
 			Type: raft.LogType(f.Raft.Type), Data: f.Raft.Data}
 		return fn(&e)
-	}, func(p problem, _ bool) error { return onDamage(p) })
+	}, func(p problem, torn bool) error {
+		if torn {
+			p.Reason += ": torn final entry, never acknowledged (the node cuts it when it opens)"
+		}
+		return onDamage(p)
+	})
 	if err != nil {
 		return floor, last, err
 	}

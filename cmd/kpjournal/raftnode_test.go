@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -388,6 +389,38 @@ func TestClusterNodeVerifyDumpCompare(t *testing.T) {
 					t.Fatal(err)
 				}
 				flipByte(t, path, fi.Size()-3)
+			}, snaps[0].file()},
+			{"log starts past the snapshot", func(r string) {
+				ls, err := raftlog.Open(filepath.Join(r, "journal"), raftlog.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ls.DeleteRange(1, snaps[0].Meta.Index+2); err != nil {
+					t.Fatal(err)
+				}
+				if err := ls.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}, "journal"},
+			{"snapshot term", func(r string) {
+				// meta.json carries no checksum of its own: a wrong term
+				// shows only against the log.
+				path := filepath.Join(r, snapshotsDir, snaps[0].Name, "meta.json")
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var m map[string]any
+				if err := json.Unmarshal(b, &m); err != nil {
+					t.Fatal(err)
+				}
+				m["Term"] = m["Term"].(float64) + 5
+				if b, err = json.Marshal(m); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}, snaps[0].file()},
 		} {
 			dir := copyDir(t, tn.dirs["n1"])
