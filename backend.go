@@ -114,7 +114,9 @@ func (jb *journalBackend) replace(v *materialize.View, idx uint64) {
 	defer jb.pubMu.Unlock()
 	jb.view.Store(v)
 	jb.index = idx
-	jb.watches.CloseAll(watch.Restored)
+	if jb.watches != nil { // nil offline (cluster_offline.go): nobody watches
+		jb.watches.CloseAll(watch.Restored)
+	}
 }
 
 // journalLog is the journal as the pipeline's commitLog.

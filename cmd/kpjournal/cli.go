@@ -22,8 +22,12 @@ var program = cliflag.Program{Name: "kpjournal", ExitCodes: "0 success, 1 proble
 type cli struct {
 	*cliflag.Command
 	dir    string
-	json   bool
-	limits quota.Limits
+	dirArg bool // dir is a positional argument, not --dir
+	// clusterOK: the command reads a cluster node's directory (the
+	// replicated layout); the others refuse one (openStoreDir).
+	clusterOK bool
+	json      bool
+	limits    quota.Limits
 	// reg and chk are built by parse from the bounds on the command line:
 	// every command that checks records or images uses these.
 	reg *schema.Registry
@@ -56,11 +60,14 @@ func (c *cli) limitFlags() {
 }
 
 // parse parses args; a non-negative code means the command must return it.
-func (c *cli) parse(args []string) int {
+func (c *cli) parse(args []string) int { return c.parseN(args, 0) }
+
+// parseN is parse for a command taking exactly n positional arguments.
+func (c *cli) parseN(args []string, n int) int {
 	if code := c.Parse(args); code >= 0 {
 		return code
 	}
-	if code := c.Args(0); code >= 0 {
+	if code := c.Args(n); code >= 0 {
 		return code
 	}
 	reg, err := cliflag.Registry()
@@ -120,7 +127,14 @@ func (c *cli) openStoreDir() int {
 		}
 		return c.Fail(exitUsage, "no store in %s: %s %s%s", c.dir, c.root(), what, hint)
 	}
-	return c.checkNotLive()
+	if code := c.checkNotLive(); code >= 0 {
+		return code
+	}
+	if !c.clusterOK && isClusterNode(c.root()) {
+		return c.Fail(exitUsage, "%s is a cluster node's directory (it holds %s): %s reads a single store's files; "+
+			"verify, dump, compare and recover-cluster read a cluster node's", c.root(), statestore.StableFileName, c.FS.Name())
+	}
+	return -1
 }
 
 // checkDir checks --dir before anything reads or writes under it: present
@@ -134,7 +148,11 @@ func (c *cli) checkDir(required bool) int {
 		return -1
 	}
 	if fi, err := os.Stat(c.dir); err == nil && !fi.IsDir() {
-		return c.Fail(exitUsage, "--dir %s is not a directory", c.dir)
+		what := "--dir"
+		if c.dirArg {
+			what = "DIR"
+		}
+		return c.Fail(exitUsage, "%s %s is not a directory", what, c.dir)
 	}
 	return -1
 }

@@ -67,7 +67,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("--help exit %d", code)
 	}
 	wantContains(t, "kpjournal --help", out, "Exit codes:", "0  success", "1  problems found", "2  usage or I/O error",
-		"verify", "replay", "dump", "stat", "repair", "checkpoint", "backup", "restore", "demo")
+		"verify", "replay", "dump", "stat", "repair", "checkpoint", "backup", "restore", "demo", "compare", "recover-cluster")
 	for _, c := range commands {
 		code, out, errs := kp(t, c.name, "--help")
 		if code != exitOK || errs != "" {

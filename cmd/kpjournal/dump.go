@@ -16,13 +16,19 @@ index, segment file, byte offset, kind, namespace, key, the namespace revision t
 its commit time, and for a PUT its schema, owner, lease deadline and document size. --from and --to
 bound the range (inclusive; default: everything). --documents adds each PUT's JSON document. Damaged
 entries are reported on stderr (and under "problems" with --json) and the dump goes on past them; the
-exit code is then 1.`
+exit code is then 1.
+
+On a cluster node (the directory holds raft-stable) it prints raft's log: each entry's index,
+segment and offset, term, type, size and the commit index staged with it, the records of a store
+command decoded under it (kind, namespace, key, revision, time, document size, and the document
+under --documents), and then the persisted commit floor. --from and --to are raft indexes.`
 
 func runDump(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("dump", "--dir DIR [--from INDEX] [--to INDEX] [--documents] [flags]", dumpAbout, []string{
 		"kpjournal dump --dir /var/lib/keeppeek --from 1200 --to 1250",
 		"kpjournal dump --dir /var/lib/keeppeek --documents --json | jq '.records[] | select(.kind == \"EXPIRE\")'",
 	}, stdout, stderr)
+	c.clusterOK = true
 	c.dirFlag()
 	from := c.FS.Uint64("from", 0, "first journal index to print (0: the first record)")
 	to := c.FS.Uint64("to", 0, "last journal index to print (0: the last record)")
@@ -38,6 +44,12 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := c.openStoreDir(); code >= 0 {
 		return code
+	}
+	if isClusterNode(c.root()) {
+		if *config != "" {
+			return c.UsageError("--config: a cluster node has no settings-backed namespaces (they are refused in cluster mode)")
+		}
+		return dumpCluster(c, stdout, stderr, *from, *to, *docs)
 	}
 	chk := c.chk
 	segs, err := listSegments(c.journalDir())

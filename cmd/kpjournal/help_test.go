@@ -104,15 +104,19 @@ func TestDirIsAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range commands {
-		args := []string{c.name, "--dir", file}
+		args, says := []string{c.name, "--dir", file}, "--dir "+file+" is not a directory"
 		switch c.name {
 		case "backup":
 			args = append(args, "--out", filepath.Join(t.TempDir(), "b"))
 		case "restore":
 			args = append(args, "--in", file)
+		case "compare":
+			args, says = []string{c.name, "--index", "1", file, file}, "DIR "+file+" is not a directory"
+		case "recover-cluster":
+			args, says = []string{c.name, "--peers", file, file}, "DIR "+file+" is not a directory"
 		}
 		code, out, errs := kp(t, args...)
-		if code != exitUsage || out != "" || !strings.Contains(errs, "--dir "+file+" is not a directory") {
+		if code != exitUsage || out != "" || !strings.Contains(errs, says) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
 	}
@@ -173,5 +177,24 @@ func TestVersion(t *testing.T) {
 	code, out, errs := kp(t, "--version")
 	if code != exitOK || errs != "" || !strings.HasPrefix(out, "github.com/keeppeek/statestore ") || !strings.Contains(out, "revision=") {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// The cluster verbs' help says what they need and what they refuse, and
+// recover-cluster's gives the procedure; the top-level help says which
+// commands read the replicated layout.
+func TestClusterVerbsHelp(t *testing.T) {
+	t.Parallel()
+	_, top, _ := kp(t, "help")
+	wantContains(t, "help", cliflag.Wrap(top, 1<<20), "compare, recover-cluster name cluster nodes' storage directories as arguments",
+		"verify and dump read a cluster node's directory")
+	_, out, _ := kp(t, "help", "recover-cluster")
+	wantContains(t, "help recover-cluster", cliflag.Wrap(out, 1<<20), "--peers FILE [flags] DIR", "RecoverCluster", "LOCK",
+		`{"id": ..., "address": ...}`, "stop every surviving node", "same file on each of them", "highest last index", "add-voter")
+	_, out, _ = kp(t, "help", "compare")
+	wantContains(t, "help compare", cliflag.Wrap(out, 1<<20), "--index N [flags] DIR1 DIR2", "EQUAL", "DIFFERENT", "state machine", "LOCK")
+	for _, verb := range []string{"verify", "dump"} {
+		_, out, _ = kp(t, "help", verb)
+		wantContains(t, "help "+verb, cliflag.Wrap(out, 1<<20), "On a cluster node", "raft-stable")
 	}
 }

@@ -17,12 +17,18 @@
 //	demo        compare-and-set writers, a lease handover, a watcher, a restart and a restored backup
 //	torture     SIGKILL a store's writer at random moments, many times, and check what survives (writes)
 //	serve       serve the inspector page: namespaces, entries and revisions, live over WebSocket
+//	compare     rebuild two stopped cluster nodes' state at --index N and compare them (read-only)
+//	recover-cluster  recover a cluster node that lost its quorum as a new configuration from --peers FILE (writes)
 //
 // --dir DIR is the media server's storage directory (the store's files are
 // in DIR/state-store). verify, replay, dump, stat, repair, checkpoint and
 // backup require it and refuse a store whose LOCK a running process holds:
 // stop the server, or work on a copy. restore and torture require it and
 // build a store there. demo takes it optionally (default: a temporary directory).
+// compare and recover-cluster name cluster nodes' directories as arguments,
+// and refuse one whose LOCK a running process holds. verify and dump read
+// a cluster node's directory (the replicated layout, told by its
+// raft-stable file) as its raft log, votes and snapshots.
 // Every command but demo takes --json for one JSON document on stdout, in
 // which an empty list is [] and an absent value is null.
 //
@@ -56,6 +62,7 @@ const (
 	dirStore    dirUse = iota // required: an existing store no running process holds
 	dirTarget                 // required: where to build a store
 	dirOptional               // optional: where the demo builds its store
+	dirArgs                   // none: the command's arguments name the directories
 )
 
 var commands = []command{
@@ -70,6 +77,8 @@ var commands = []command{
 	{"demo", "compare-and-set writers, a lease handover, a watcher, a restart and a restored backup", dirOptional, runDemo},
 	{"torture", "SIGKILL a store's writer at random moments, many times, and check what survives (writes)", dirTarget, runTorture},
 	{"serve", "serve the inspector page: namespaces, entries and revisions, live over WebSocket", dirStore, runServe},
+	{"compare", "rebuild two stopped cluster nodes' state at --index N and compare them (read-only)", dirArgs, runCompare},
+	{"recover-cluster", "recover a cluster node that lost its quorum as a new configuration from --peers FILE (writes)", dirArgs, runRecoverCluster},
 }
 
 // Exit codes, documented in usage.
@@ -111,7 +120,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "       kpjournal --version             (module, version, VCS revision and modified flag)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\n--dir DIR is the media server's storage directory; the store is DIR/state-store.")
 	fmt.Fprintf(w, "  required by %s:\n", commandsWith(dirStore))
@@ -119,6 +128,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "    the directory and run kpjournal on the copy")
 	fmt.Fprintf(w, "  required by %s: a directory holding no store yet, to build one in\n", commandsWith(dirTarget))
 	fmt.Fprintf(w, "  optional for %s: a directory holding no store yet (default: a temporary one)\n", commandsWith(dirOptional))
+	fmt.Fprintf(w, "%s name cluster nodes' storage directories as arguments instead (no running process may hold them).\n", commandsWith(dirArgs))
+	fmt.Fprintln(w, "verify and dump read a cluster node's directory (it holds raft-stable) as its raft log, votes and snapshots.")
 	fmt.Fprintln(w, "\nEvery command but demo takes --json: one JSON document on stdout, the same shape")
 	fmt.Fprintln(w, "whatever the store holds (an empty list is [], an absent value null). Errors go to stderr.")
 	fmt.Fprintln(w, "\nExamples:\n  kpjournal verify --dir /var/lib/keeppeek\n  kpjournal help repair")

@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if child, code := tortureChildRole(); child {
 		os.Exit(code)
 	}
+	if child, code := holdNodeChild(); child {
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

@@ -23,13 +23,21 @@ checkpoint. Each problem names the file, byte
 offset, journal index and reason. A torn final record of the last segment is REPAIRABLE (kpjournal
 repair cuts it); anything else is CORRUPTION. Overdue leases are listed as notes: the store purges them
 when it opens. Pass the bounds the store runs with if they differ from the defaults. Throughput is
-printed on stderr.`
+printed on stderr.
+
+On a cluster node (the directory holds raft-stable) it checks the raft log instead: every entry's
+framing and CRC-32C, index continuity, terms never decreasing, every store command decoding, the
+persisted commit floor (the ACKNOWLEDGED marker within the log), raft-stable's checksum and a current
+term no older than the log's, and each snapshot in raft-snapshots/ (its size and CRC-64, the image
+loading as a backup does, its index and term against meta.json and the log, and no gap between the
+newest snapshot and the log's first entry); each problem names the file, offset and raft index.`
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("verify", "--dir DIR [flags]", verifyAbout, []string{
 		"kpjournal verify --dir /var/lib/keeppeek",
 		"kpjournal verify --dir /backup/copy --json --max-entries-per-namespace 256",
 	}, stdout, stderr)
+	c.clusterOK = true
 	c.dirFlag()
 	c.jsonFlag()
 	c.limitFlags()
@@ -40,6 +48,9 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := c.openStoreDir(); code >= 0 {
 		return code
+	}
+	if isClusterNode(c.root()) {
+		return verifyCluster(c, stdout)
 	}
 	chk := c.chk
 	v := &verifier{c: c, chk: chk, workers: *workers}

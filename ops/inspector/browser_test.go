@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -23,6 +26,7 @@ import (
 	"github.com/keeppeek/statestore/quota"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
+	"github.com/keeppeek/statestore/wire/webclient"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
 
@@ -417,4 +421,107 @@ func TestBrowserUnavailableStoreSaysWhy(t *testing.T) {
 		t.Fatalf("get answered %q, want UNAVAILABLE naming the cause", msg)
 	}
 	b.until("the refused watch", `document.querySelector("section.watch .watch-error")?.textContent === "UNAVAILABLE"`)
+}
+
+// TestBrowserClientMovesToTheNextURL: the client library (keeppeek.mjs)
+// given two servers' URLs leaves the one that closes its watch UNAVAILABLE
+// for the next, and leaves the next when it stops mid-watch, each time
+// re-snapshotting there: the writes made meanwhile arrive in the new
+// snapshots, never as updates invented across the move. Both servers serve
+// the one store, as two nodes of a cluster serve one state. The page is a
+// third server's (the inspector page allows connections to its own origin
+// only), which the two admit as an origin.
+func TestBrowserClientMovesToTheNextURL(t *testing.T) {
+	t.Parallel()
+	b := newBrowserEnv(t, quota.Limits{})
+	const ns = "service/transcoder-c"
+	b.put(ns, "intents/a", 1)
+	server := func() (*httptest.Server, func()) {
+		ins, err := inspector.New(inspector.Config{Store: b.store, NoPage: true,
+			Auth:      wstransport.TokenAuthenticator{Token: token, Principal: admin},
+			Transport: wstransport.Options{OriginPatterns: []string{"127.0.0.1:*"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(ins)
+		stop := sync.OnceFunc(func() {
+			ins.Close()
+			srv.Close()
+		})
+		t.Cleanup(stop)
+		return srv, stop
+	}
+	srvA, _ := server()
+	srvB, stopB := server()
+	page := httptest.NewServer(http.FileServerFS(fstest.MapFS{
+		"index.html":   {Data: []byte("<!doctype html><title>two servers</title>")},
+		"keeppeek.mjs": {Data: must(fs.ReadFile(webclient.Assets(), "keeppeek.mjs"))},
+	}))
+	t.Cleanup(page.Close)
+	wsURL := func(base string) string { return "ws" + strings.TrimPrefix(base, "http") + "/ws?access_token=" + token }
+	urlA, urlB := wsURL(srvA.URL), wsURL(srvB.URL)
+	if err := chromedp.Do(b.tab, chromedp.Navigate(page.URL+"/index.html")); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	eval[bool](b, fmt.Sprintf(`(async () => {
+		const m = await import("/keeppeek.mjs");
+		const c = new m.StateStoreClient({ url: [%q, %q], reconnectDelayMs: 50 });
+		const multi = { c, events: [] };
+		window.multi = multi;
+		c.connect();
+		multi.w = c.watch({ namespace: %q }, (w, e) => multi.events.push(e.type === "closed" ? "closed " + m.closeReasonName(e.reason) : e.type));
+		return true;
+	})()`, urlA, urlB, ns))
+	b.until("the snapshot at the first URL", `multi.w.status === "live" && multi.w.snapshots === 1 && multi.c.url === `+fmt.Sprintf("%q", urlA))
+
+	// The first server's node loses its leader: the watch is closed
+	// UNAVAILABLE there, and the client moves on while that server stays up.
+	if n, err := b.store.CloseWatches(watch.Unavailable); err != nil || n != 1 {
+		t.Fatalf("CloseWatches = %d, %v; want the client's watch closed", n, err)
+	}
+	b.put(ns, "intents/b", 2)
+	b.until("a new snapshot at the second URL", `multi.w.status === "live" && multi.w.snapshots === 2 && multi.c.url === `+fmt.Sprintf("%q", urlB)+
+		` && multi.w.entries.has("intents/b")`)
+
+	// The second server stops mid-watch: back to the first, which has its
+	// leader again, with a new snapshot holding what was written meanwhile.
+	stopB()
+	if _, err := b.store.Delete(ctx, admin, statestore.DeleteRequest{Namespace: ns, Key: "intents/a"}); err != nil {
+		t.Fatal(err)
+	}
+	ec := b.put(ns, "intents/c", 3)
+	b.until("a new snapshot back at the first URL", `multi.w.status === "live" && multi.w.snapshots === 3 && multi.c.url === `+fmt.Sprintf("%q", urlA)+
+		` && multi.w.entries.has("intents/c") && !multi.w.entries.has("intents/a")`)
+	got := eval[map[string]string](b, `Object.fromEntries([...multi.w.entries].map(([k, e]) => [k, e.revision.toString()]))`)
+	if want := fmt.Sprintf("map[intents/b:2 intents/c:%d]", ec.Revision); fmt.Sprint(got) != want {
+		t.Fatalf("after the moves the client holds %v, want %s", got, want)
+	}
+	// Across each move nothing is applied but a new snapshot: after a
+	// closure or a resync, the next event that changes the cache is one.
+	// (The client may come back to the first server before the writes, and
+	// then apply them as updates to that snapshot.)
+	events := eval[[]string](b, `multi.events`)
+	waiting := false
+	for _, e := range events {
+		switch e {
+		case "closed UNAVAILABLE", "resync":
+			waiting = true
+		case "snapshot":
+			waiting = false
+		case "update":
+			if waiting {
+				t.Fatalf("events %v: an update applied across a move, before the new snapshot", events)
+			}
+		}
+	}
+	if !slices.Contains(events, "closed UNAVAILABLE") || strings.Count(strings.Join(events, ","), "snapshot") != 3 {
+		t.Fatalf("events %v: want the UNAVAILABLE closure and three snapshots", events)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

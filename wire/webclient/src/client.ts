@@ -8,6 +8,13 @@
 // never retried here: a writer that lost a compare-and-set rereads and
 // merges, and a blind write is never repeated behind its caller's back.
 //
+// Several URLs (the nodes of a cluster) may be given: the client talks to
+// one at a time, and when that connection closes, or a watch on it is
+// closed UNAVAILABLE (its node lost the cluster's leader), it moves to the
+// next URL, round-robin, and every watch takes a new snapshot there, as the
+// Go client (client/) does. Writes sent to any node are forwarded to the
+// leader, so no URL is preferred.
+//
 // Watches follow the specification's client rules:
 //   - the snapshot is installed first, replacing the cached keys at once;
 //   - an update is applied only when its watch_sequence is exactly one above
@@ -17,9 +24,12 @@
 //     a new snapshot"; the cached keys stay until the new snapshot replaces
 //     them, and no state is ever invented to fill a gap;
 //   - a closure UNAVAILABLE comes from a cluster node that lost its leader
-//     and refuses new watches until one is back: the new snapshot is asked
-//     for after the reconnect delay, and a refusal UNAVAILABLE of it is
-//     retried the same way instead of failing the watch;
+//     and refuses new watches until one is back: with several URLs the
+//     client leaves that node (every watch on it is told the same closure,
+//     calls in flight fail as for a lost connection) and re-snapshots at the
+//     next URL; with one URL the new snapshot is asked for after the
+//     reconnect delay, and a refusal UNAVAILABLE of it is retried the same
+//     way instead of failing the watch;
 //   - what was applied is acknowledged with WatchStateAck naming the highest
 //     contiguously applied sequence (at most one ack in flight per watch;
 //     the next one names the newest sequence, so acks keep up with any rate).
@@ -80,8 +90,12 @@ export class StateStoreError extends Error {
 export type ConnectionState = "connecting" | "open" | "closed";
 
 export interface ClientOptions {
-  /** The WebSocket URL (ws:// or wss://), credentials included as the server expects. */
-  url: string;
+  /**
+   * The WebSocket URL (ws:// or wss://), credentials included as the server
+   * expects; or several, the nodes of one cluster, tried in turn from the
+   * first.
+   */
+  url: string | readonly string[];
   /** First reconnect delay (default 250 ms); doubles up to maxReconnectDelayMs. */
   reconnectDelayMs?: number;
   /** Longest reconnect delay (default 5000 ms). */
@@ -144,7 +158,10 @@ interface Pending {
  * and re-watches every live watch with a new snapshot.
  */
 export class StateStoreClient {
-  private readonly opts: Required<Omit<ClientOptions, "onConnection">> & Pick<ClientOptions, "onConnection">;
+  private readonly opts: Required<Omit<ClientOptions, "onConnection" | "url">> & Pick<ClientOptions, "onConnection">;
+  private readonly urls: readonly string[];
+  /** The index in urls of the current connection, or of the next one to try. */
+  private at = 0;
   private ws: WebSocket | undefined;
   private nextRequest = 1n;
   private readonly pending = new Map<bigint, Pending>();
@@ -157,8 +174,9 @@ export class StateStoreClient {
   private state: ConnectionState = "closed";
 
   constructor(opts: ClientOptions) {
+    this.urls = typeof opts.url === "string" ? [opts.url] : [...opts.url];
+    if (this.urls.length === 0) throw new StateStoreError(undefined, "url", "at least one WebSocket URL is required");
     this.opts = {
-      url: opts.url,
       reconnectDelayMs: opts.reconnectDelayMs ?? 250,
       maxReconnectDelayMs: opts.maxReconnectDelayMs ?? 5000,
       onConnection: opts.onConnection,
@@ -171,12 +189,17 @@ export class StateStoreClient {
     return this.state;
   }
 
+  /** The URL of the current connection (while disconnected, the next one tried). */
+  get url(): string {
+    return this.urls[this.at];
+  }
+
   /** Opens the connection; after a disconnect it is reopened with backoff until close(). */
   connect(): void {
     this.stopped = false;
     if (this.ws) return;
     this.setState("connecting", "");
-    const ws = new WebSocket(this.opts.url);
+    const ws = new WebSocket(this.urls[this.at]);
     ws.binaryType = "arraybuffer";
     this.ws = ws;
     ws.onopen = () => {
@@ -198,21 +221,50 @@ export class StateStoreClient {
       this.dispatch(m);
     };
     ws.onclose = (ev: CloseEvent) => {
-      if (this.ws !== ws) return;
-      this.ws = undefined;
-      const why = `connection closed (${ev.code}${ev.reason ? ": " + ev.reason : ""})`;
-      this.failPending(why);
-      this.byWireId.clear();
-      for (const w of this.watches) w.disconnected(why);
-      this.setState("closed", why);
-      if (!this.stopped) {
-        this.timer = setTimeout(() => {
-          this.timer = undefined;
-          this.connect();
-        }, this.delay);
-        this.delay = Math.min(this.delay * 2, this.opts.maxReconnectDelayMs);
-      }
+      this.lost(ws, `connection closed (${ev.code}${ev.reason ? ": " + ev.reason : ""})`);
     };
+  }
+
+  /**
+   * Ends ws as the current connection: its calls fail, its watches wait
+   * for a new snapshot, and the client reconnects after the delay, to the
+   * next URL.
+   */
+  private lost(ws: WebSocket, why: string): void {
+    if (this.ws !== ws) return;
+    this.ws = undefined;
+    this.failPending(why);
+    this.byWireId.clear();
+    for (const w of this.watches) w.disconnected(why);
+    this.at = (this.at + 1) % this.urls.length;
+    this.setState("closed", why);
+    if (!this.stopped) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        this.connect();
+      }, this.delay);
+      this.delay = Math.min(this.delay * 2, this.opts.maxReconnectDelayMs);
+    }
+  }
+
+  /**
+   * Leaves the current node after it closed a watch UNAVAILABLE: it lost
+   * its cluster's leader and refuses new watches, writes and linearizable
+   * reads until one is back, so every watch moves to the next URL. The
+   * node closes all its watches at once, but nothing more is read from it:
+   * each other watch is told the same closure here, so its lastClose
+   * names UNAVAILABLE rather than a bare disconnect.
+   */
+  private leave(reason: StateStoreWatchCloseReason, message: string): void {
+    const ws = this.ws;
+    if (!ws) return;
+    const others = [...this.byWireId.values()];
+    this.byWireId.clear();
+    for (const w of others) w.closed(reason, message, true);
+    ws.onmessage = null;
+    ws.onclose = null;
+    ws.close(4001, "watch closed UNAVAILABLE: moving to another node");
+    this.lost(ws, `${this.urls[this.at]} closed a watch UNAVAILABLE (${message}): moving to the next URL`);
   }
 
   /** Closes the connection for good; the server removes the session's watches. */
@@ -279,10 +331,12 @@ export class StateStoreClient {
       case "watchClosed": {
         const c = m.message.value;
         const w = this.byWireId.get(c.watchId);
+        const leave = c.reason === StateStoreWatchCloseReason.UNAVAILABLE && this.urls.length > 1;
         if (w) {
           this.byWireId.delete(c.watchId);
-          w.closed(c.reason, c.message);
+          w.closed(c.reason, c.message, leave);
         }
+        if (leave) this.leave(c.reason, c.message);
         return;
       }
     }
@@ -561,13 +615,17 @@ export class Watch {
     this.sendAck();
   }
 
-  /** @internal The server closed the watch: take a new snapshot. */
-  closed(reason: StateStoreWatchCloseReason, message: string): void {
+  /**
+   * @internal The server closed the watch: take a new snapshot, here, or
+   * (moving) at the next URL once the client has moved there.
+   */
+  closed(reason: StateStoreWatchCloseReason, message: string, moving = false): void {
     if (this.status === "failed" || this.status === "removed") return;
     this.lastClose = { reason, message };
     this.onEvent(this, { type: "closed", reason, message });
     this.status = "resyncing";
     this.wireId = "";
+    if (moving) return; // the next connection's open starts every watch
     if (reason === StateStoreWatchCloseReason.UNAVAILABLE) {
       this.awaitingLeader = true;
       this.retry();
