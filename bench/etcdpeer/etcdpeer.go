@@ -76,7 +76,9 @@ const startTimeout = 60 * time.Second
 // each key's expected ModRevision; a key must be used by one goroutine at a
 // time.
 type DB struct {
-	etcd *embed.Etcd
+	// etcds is the one member (Open, OpenGRPC) or every member of
+	// OpenCluster's cluster.
+	etcds []*embed.Etcd
 	// clis holds one in-process client (Open) or OpenGRPC's network
 	// clients; key k uses clis[k%len(clis)].
 	clis []*clientv3.Client
@@ -169,7 +171,13 @@ func open(dir string, keys, docSize int, clients func(*embed.Etcd) ([]*clientv3.
 		e.Close()
 		return nil, err
 	}
-	d := &DB{etcd: e, clis: clis, revs: make([]int64, keys)}
+	return populate([]*embed.Etcd{e}, clis, keys, docSize)
+}
+
+// populate makes the DB of members reached through clis and creates its
+// documents, closing everything if one cannot be created.
+func populate(members []*embed.Etcd, clis []*clientv3.Client, keys, docSize int) (*DB, error) {
+	d := &DB{etcds: members, clis: clis, revs: make([]int64, keys)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	body := make([]byte, docSize)
 	for i := range body {
@@ -307,7 +315,9 @@ func (d *DB) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		d.etcd.Close()
+		for _, e := range d.etcds {
+			e.Close()
+		}
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr

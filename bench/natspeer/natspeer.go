@@ -77,7 +77,9 @@ const (
 // JetStream KV bucket. It tracks each key's expected revision; a key must
 // be used by one goroutine at a time.
 type DB struct {
-	srv *server.Server
+	// srvs is the one server (Open) or every server of OpenCluster's
+	// cluster.
+	srvs []*server.Server
 	// ncs and kvs are the connections and their bucket handles; key k
 	// uses kvs[k%len(kvs)].
 	ncs  []*nats.Conn
@@ -139,9 +141,16 @@ func Open(dir string, keys, docSize, conns int) (*DB, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("natspeer: server not ready within %v", startTimeout)
 	}
-	d := &DB{srv: srv, revs: make([]uint64, keys)}
+	return populate([]*server.Server{srv}, keys, docSize, conns, 1)
+}
+
+// populate makes the DB of srvs, connects conns clients (client i to
+// server i mod len(srvs)), creates the bucket with replicas replicas and
+// its documents, closing everything on failure.
+func populate(srvs []*server.Server, keys, docSize, conns, replicas int) (*DB, error) {
+	d := &DB{srvs: srvs, revs: make([]uint64, keys)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	if err := d.connect(conns); err != nil {
+	if err := d.connect(conns, replicas); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -164,12 +173,12 @@ func Open(dir string, keys, docSize, conns int) (*DB, error) {
 }
 
 // connect makes conns client connections and the bucket, file storage
-// with one replica and no history beyond the last value.
-func (d *DB) connect(conns int) error {
-	url := d.srv.ClientURL()
+// with replicas replicas and no history beyond the last value.
+func (d *DB) connect(conns, replicas int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	for i := range conns {
+		url := d.srvs[i%len(d.srvs)].ClientURL()
 		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("natspeer-%d", i)), nats.MaxReconnects(0))
 		if err != nil {
 			return fmt.Errorf("natspeer: connection %d to %s: %w", i, url, err)
@@ -181,7 +190,7 @@ func (d *DB) connect(conns int) error {
 		}
 		var kv jetstream.KeyValue
 		if i == 0 {
-			kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, Replicas: 1})
+			kv, err = createBucket(ctx, js, replicas)
 		} else {
 			kv, err = js.KeyValue(ctx, bucket)
 		}
@@ -199,7 +208,7 @@ func keyOf(k int) string { return fmt.Sprintf("docs.%04d", k) }
 func (d *DB) Keys() int { return len(d.revs) }
 
 // URL returns the address the clients reach the server at.
-func (d *DB) URL() string { return d.srv.ClientURL() }
+func (d *DB) URL() string { return d.srvs[0].ClientURL() }
 
 // Revision returns the revision document key was last written at.
 func (d *DB) Revision(key int) uint64 { return d.revs[key] }
@@ -265,8 +274,12 @@ func (d *DB) Close() error {
 		for _, nc := range d.ncs {
 			nc.Close()
 		}
-		d.srv.Shutdown()
-		d.srv.WaitForShutdown()
+		for _, srv := range d.srvs {
+			srv.Shutdown()
+		}
+		for _, srv := range d.srvs {
+			srv.WaitForShutdown()
+		}
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr

@@ -71,6 +71,18 @@ var workloads = []workload{
 	{name: nameNetworkSerial, run: runNetworkSerial},
 	{name: nameNetworkConcurrent, run: runNetworkConcurrent},
 	{name: nameNetworkFanout, run: runNetworkFanout},
+	// The cluster beside its peer clusters, and its own figures
+	// (cluster_workloads.go); --only cluster runs these alone.
+	{name: nameClusterSerial, run: runClusterSerial},
+	{name: nameClusterConcurrent, run: runClusterConcurrent},
+	{name: nameFollowerWatch, run: runFollowerWatch},
+	{name: nameFailover, run: runFailover},
+	{name: nameLeaderTransfer, run: runLeaderTransfer},
+}
+
+// groups are names --only accepts for several workloads at once.
+var groups = map[string][]string{
+	groupCluster: {nameClusterSerial, nameClusterConcurrent, nameFollowerWatch, nameFailover, nameLeaderTransfer},
 }
 
 // serialFigure and concurrentFigure are the workloads the report draws,
