@@ -21,7 +21,7 @@
 //  2. Open returns once one node leads and every node knows it; Append
 //     goes to that leader and fails (never blocks past its timeout) if
 //     leadership moved.
-//     Code: Open, awaitLeader, Cluster.Append.
+//     Code: Open, Cluster.awaitLeader, Cluster.Append.
 //     Tests: TestAppendCommitsOnAQuorum, TestOpenRefusesBadSizes.
 package raftpeer
 
@@ -233,3 +233,6 @@ func freeAddrs(n int) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Nodes returns the number of nodes the cluster runs.
+func (c *Cluster) Nodes() int { return len(c.nodes) }

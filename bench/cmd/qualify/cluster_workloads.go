@@ -102,10 +102,11 @@ func (c *clusterCAS) close() error {
 // one connection per owner (the floor writes at its leader), and adds
 // their closers to cl.
 type clusterSides struct {
-	cas  *clusterCAS
-	etcd casPeer
-	nats casPeer
-	raft casPeer
+	nodes *clusterNodes
+	cas   *clusterCAS
+	etcd  casPeer
+	nats  casPeer
+	raft  casPeer
 }
 
 func openClusterSides(env *Env, cl *closers) (*clusterSides, error) {
@@ -115,6 +116,7 @@ func openClusterSides(env *Env, cl *closers) (*clusterSides, error) {
 		return nil, err
 	}
 	*cl = append(*cl, nodes.close)
+	s.nodes = nodes
 	if s.cas, err = newClusterCAS(nodes); err != nil {
 		return nil, err
 	}
