@@ -227,15 +227,6 @@ func (c *clusterNodes) leader() (int, error) {
 	return -1, fmt.Errorf("no single leader among %d nodes within %v", clusterSize, clusterGuard)
 }
 
-// follower returns a live node other than the leader.
-func (c *clusterNodes) follower() (int, error) {
-	l, err := c.leader()
-	if err != nil {
-		return -1, err
-	}
-	return (l + 1) % clusterSize, nil
-}
-
 // kill sends node i SIGKILL, by its PID, and waits for it.
 func (c *clusterNodes) kill(i int) error {
 	p := c.proc(i)

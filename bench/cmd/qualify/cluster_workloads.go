@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,7 +319,12 @@ type probe struct {
 	counting    atomic.Bool
 	unavailable atomic.Int64
 	other       atomic.Int64
+	// causes holds the first few refusals counted, for the row's note.
+	causes []string
 }
+
+// maxCauses bounds probe.causes.
+const maxCauses = 3
 
 func startProbe(nodes *clusterNodes, name string) (*probe, error) {
 	p := &probe{owners: newOwners(clusterSize), first: make(chan time.Duration, 1)}
@@ -359,6 +365,11 @@ func (p *probe) write(ctx context.Context, j int) {
 			} else {
 				p.other.Add(1)
 			}
+			p.mu.Lock()
+			if len(p.causes) < maxCauses {
+				p.causes = append(p.causes, fmt.Sprintf("writer %d: %v", j, err))
+			}
+			p.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -509,9 +520,15 @@ func leaderTransfer(env *Env, transfers int) (out []harness.Result, err error) {
 		}
 	}
 	un, other := p.unavailable.Load(), p.other.Load()
+	p.mu.Lock()
+	causes := strings.Join(p.causes, "; ")
+	p.mu.Unlock()
 	res := harness.Result{Name: nameLeaderTransfer, Writers: clusterSize,
 		Figures: map[string]float64{report.FigEvents: float64(transfers), report.FigUnavailableAnswers: float64(un), report.FigOtherErrors: float64(other)},
 		Note:    fmt.Sprintf("transfers=%d (TransferLeadership(\"\") at the leader), %d writers (one client per node, blind puts, retried after %v): %d UNAVAILABLE and %d other refusals between each call and its first acknowledged write", transfers, clusterSize, retryPause, un, other)}
+	if causes != "" {
+		res.Note += "; the first: " + causes
+	}
 	lat.Fill(&res)
 	return []harness.Result{res}, nil
 }
