@@ -183,6 +183,7 @@ func WriteCluster(w io.Writer, results []harness.Result) error {
 		for _, peer := range clusterSerial[1:] {
 			fmt.Fprintf(&b, "- cluster_cas ÷ %s, p50: %s\n", peer.name, clusterTarget("", cas, clusterRow(results, peer.name, 1), p50, "µs", 1, true).Measured)
 		}
+		writeVia(&b, cas)
 		fmt.Fprintf(&b, "\n")
 	} else {
 		fmt.Fprintf(&b, "`cluster_serial` was not run: its ratios are not measured.\n\n")
@@ -202,6 +203,10 @@ func WriteCluster(w io.Writer, results []harness.Result) error {
 			}
 		}
 		fmt.Fprintf(&b, "\n")
+		if r := clusterRow(results, ClusterCASConcurrent, TargetWriters); r.OpsPerS > 0 {
+			writeVia(&b, r)
+			fmt.Fprintf(&b, "\n")
+		}
 	} else {
 		fmt.Fprintf(&b, "`cluster_concurrent` was not run: its ratios are not measured.\n\n")
 	}
@@ -236,4 +241,23 @@ func eventsCell(r harness.Result) string {
 		return fmt.Sprintf("%.0f", n)
 	}
 	return "-"
+}
+
+// The figures qualify gives cluster_cas rows: the operations answered
+// through the leader's node and through a follower's, split.
+const (
+	FigViaLeaderOps     = "via_leader_ops"
+	FigViaLeaderP50Us   = "via_leader_p50_us"
+	FigViaFollowerOps   = "via_follower_ops"
+	FigViaFollowerP50Us = "via_follower_p50_us"
+)
+
+// writeVia writes a cluster_cas row's split by the node that answered,
+// when the row carries it.
+func writeVia(b *strings.Builder, r harness.Result) {
+	if r.Figures[FigViaLeaderOps] == 0 || r.Figures[FigViaFollowerOps] == 0 {
+		return
+	}
+	fmt.Fprintf(b, "- %s by the node its client reached: through the leader's node p50 %s µs (%.0f operations), through a follower's p50 %s µs (%.0f): a follower forwards the write to the leader and answers once it applied the entry itself, which it learns from the leader's next AppendEntries (raft's CommitTimeout tick, 2 ms at replica's default, drawn between one and two of it)\n",
+		rowID(r), cell(r.Figures[FigViaLeaderP50Us]), r.Figures[FigViaLeaderOps], cell(r.Figures[FigViaFollowerP50Us]), r.Figures[FigViaFollowerOps])
 }

@@ -131,6 +131,18 @@ func (c *clusterNodes) endpoints(first int) []string {
 	return out
 }
 
+// leads reports whether the node serving endpoint (one of endpoints'
+// URLs) reports that it leads.
+func (c *clusterNodes) leads(endpoint string) bool {
+	for i, p := range c.peers {
+		if "ws://"+p.WSAddr == endpoint {
+			pr := c.proc(i)
+			return pr != nil && pr.leading.Load()
+		}
+	}
+	return false
+}
+
 // start runs node i's process on its directory and returns once it
 // serves.
 func (c *clusterNodes) start(i int) error {

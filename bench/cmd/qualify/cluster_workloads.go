@@ -57,12 +57,20 @@ const retryPause = 2 * time.Millisecond
 // client.Client, owner k's connected first to node k mod 3 (and moving
 // on to the others in turn), compare-and-setting its document.
 type clusterCAS struct {
+	nodes   *clusterNodes
 	owners  []*casOwner
 	clients []*client.Client
+
+	// via splits the operations' latencies by whether the node the
+	// owner's client was connected to led when the answer came: where
+	// the time goes, since a follower forwards the write and waits to
+	// apply it itself before it answers. Index 0 is the leader's.
+	mu  sync.Mutex
+	via [2]*harness.Latencies
 }
 
 func newClusterCAS(nodes *clusterNodes) (*clusterCAS, error) {
-	c := &clusterCAS{owners: newOwners(casKeys)}
+	c := &clusterCAS{nodes: nodes, owners: newOwners(casKeys), via: [2]*harness.Latencies{harness.NewLatencies(0), harness.NewLatencies(0)}}
 	for k, o := range c.owners {
 		cl, err := client.Dial(context.Background(), client.Config{Endpoints: nodes.endpoints(k % clusterSize), Token: tokenOf(o)})
 		if err != nil {
@@ -76,15 +84,41 @@ func newClusterCAS(nodes *clusterNodes) (*clusterCAS, error) {
 // put is owner k's next compare-and-set.
 func (c *clusterCAS) put(k int) error {
 	o := c.owners[k]
+	start := time.Now()
 	e, err := c.clients[k].Put(context.Background(), o.Request())
 	if err != nil {
 		return err
 	}
+	took := time.Since(start)
 	if e.Revision <= o.Rev {
 		return fmt.Errorf("owner %s: revision %d answered after %d", o.Principal.ID, e.Revision, o.Rev)
 	}
 	o.Rev = e.Revision
+	side := 1
+	if c.nodes.leads(c.clients[k].Endpoint()) {
+		side = 0
+	}
+	c.mu.Lock()
+	c.via[side].Record(took)
+	c.mu.Unlock()
 	return nil
+}
+
+// split moves the latencies recorded since the last split into r's
+// figures (the p50 through the leader's node and through a follower's,
+// and how many of each).
+func (c *clusterCAS) split(r *harness.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.Figures == nil {
+		r.Figures = map[string]float64{}
+	}
+	for i, fig := range [][2]string{{report.FigViaLeaderOps, report.FigViaLeaderP50Us}, {report.FigViaFollowerOps, report.FigViaFollowerP50Us}} {
+		l := c.via[i]
+		r.Figures[fig[0]] = float64(l.Len())
+		r.Figures[fig[1]] = harness.Micros(l.Percentile(50))
+		l.Reset()
+	}
 }
 
 // Close closes every client.
@@ -156,7 +190,11 @@ func runClusterSerial(env *Env) (out []harness.Result, err error) {
 		{Name: natspeer.NameR3CAS, Op: func(i int) error { return s.nats.CAS(i % casKeys) }},
 		{Name: raftpeer.NameFloor, Op: func(i int) error { return s.raft.CAS(i % casKeys) }},
 	}
-	return env.Run.AlternateSerial(sides, casRounds(env), casKeys)
+	out, err = env.Run.AlternateSerial(sides, casRounds(env), casKeys)
+	if err == nil {
+		s.cas.split(&out[0])
+	}
+	return out, err
 }
 
 // runClusterConcurrent alternates, at each writer count, bursts of the
@@ -184,6 +222,9 @@ func runClusterConcurrent(env *Env) (out []harness.Result, err error) {
 			{Name: raftpeer.NameFloorConcurrent, Op: func(wr, i int) error { return s.raft.CAS(key(wr, i)) }},
 		}
 		rs, err := env.Run.AlternateConcurrent(sides, writers, targetBursts, burstOf(env))
+		if err == nil {
+			s.cas.split(&rs[0])
+		}
 		out = append(out, rs...)
 		if err != nil {
 			return out, fmt.Errorf("%d writers: %w", writers, err)

@@ -138,6 +138,14 @@ func TestClusterWorkloads(t *testing.T) {
 					t.Errorf("%s: %v events, want %v", r.Name, r.Figures[report.FigEvents], tc.events)
 				}
 			}
+			if tc.name == nameClusterSerial {
+				// One round of one operation per owner, a third of the
+				// owners' clients on the leader's node.
+				f := got[0].Figures
+				if l, fl := f[report.FigViaLeaderOps], f[report.FigViaFollowerOps]; l+fl != casKeys || l == 0 || fl == 0 || f[report.FigViaFollowerP50Us] <= 0 {
+					t.Errorf("%s: %v through the leader's node and %v through a follower's (p50 %v µs), want %d in all, some of each", got[0].Name, l, fl, f[report.FigViaFollowerP50Us], casKeys)
+				}
+			}
 			if tc.name == nameLeaderTransfer {
 				if _, ok := got[0].Figures[report.FigUnavailableAnswers]; !ok {
 					t.Errorf("%s: no count of UNAVAILABLE answers", got[0].Name)
