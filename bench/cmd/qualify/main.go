@@ -38,6 +38,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -275,7 +276,7 @@ func selectWorkloads(only []string) ([]workload, error) {
 			continue
 		}
 		if !slices.Contains(names, n) {
-			return nil, fmt.Errorf("--only: unknown workload %q (known: %s)", n, strings.Join(names, ", "))
+			return nil, fmt.Errorf("--only: unknown workload %q (known: %s; groups: %s)", n, strings.Join(names, ", "), strings.Join(slices.Sorted(maps.Keys(groups)), ", "))
 		}
 		want[n] = true
 	}
