@@ -96,6 +96,7 @@ var (
 	measuredModules = []string{"github.com/keeppeek/statestore", "github.com/tidwall/wal", "modernc.org/sqlite",
 		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/client/v3", "google.golang.org/grpc",
 		"github.com/nats-io/nats-server/v2", "github.com/nats-io/nats.go",
+		"github.com/hashicorp/raft", "github.com/hashicorp/raft-wal",
 		"github.com/coder/websocket", "gonum.org/v1/plot"}
 )
 
