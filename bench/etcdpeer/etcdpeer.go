@@ -34,6 +34,12 @@
 //     put of its key, and none from before.
 //     Code: DB.Watch.
 //     Tests: TestWatchSeesEveryLaterPut.
+//  4. A DB from OpenCluster runs that many members of one cluster in
+//     this process, each fsyncing its WAL, and client i reaches member
+//     i mod members over gRPC: a CAS commits on a quorum's disks,
+//     through whichever member its client reaches.
+//     Code: OpenCluster, DB.Members.
+//     Tests: TestClusterHasThreeMembers.
 package etcdpeer
 
 import (

@@ -7,8 +7,11 @@
 // Durability is the store's: the server runs with SyncAlways (the
 // configuration file's "sync: always"), so JetStream's file store fsyncs
 // the message block after every write and before it answers the publish,
-// as the journal fdatasyncs a commit before its answer. The bucket has one
-// replica, so nothing relaxes that to a sync on flush.
+// as the journal fdatasyncs a commit before its answer. Open's bucket has
+// one replica, so nothing relaxes that to a sync on flush; OpenCluster's
+// has one on each of its servers, every one syncing before it
+// acknowledges, and JetStream answers once a quorum of them stored the
+// update (the peer of the store's three-node cluster).
 //
 // One CAS is
 //
@@ -36,6 +39,12 @@
 //     before.
 //     Code: DB.Watch.
 //     Tests: TestWatchSeesEveryLaterUpdate.
+//  4. A DB from OpenCluster runs that many servers routed into one
+//     JetStream cluster, each with SyncAlways, its bucket replicated on
+//     every server, and connection i to server i mod servers: a CAS is
+//     answered once a quorum of replicas fsynced it.
+//     Code: OpenCluster, createBucket, awaitMetaLeader.
+//     Tests: TestClusterReplicatesEveryDocument.
 package natspeer
 
 import (

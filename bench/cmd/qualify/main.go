@@ -33,6 +33,11 @@
 //	                     and versions, and DIR/bench/results/*.svg figures; run
 //	                     from the repository root with --report . to
 //	                     regenerate the repository's BENCHMARKS.md
+//
+// The cluster's rows run their nodes as processes of this executable; with
+// QUALIFY_NODE_CPUPROFILE=DIR in the environment each node writes a CPU
+// profile of its life to DIR (a node killed by the failover row leaves
+// none), which --cpuprofile, of qualify's own process, does not hold.
 package main
 
 import (
