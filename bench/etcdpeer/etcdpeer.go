@@ -34,6 +34,12 @@
 //     put of its key, and none from before.
 //     Code: DB.Watch.
 //     Tests: TestWatchSeesEveryLaterPut.
+//  4. A DB from OpenCluster runs that many members of one cluster in
+//     this process, each fsyncing its WAL, and client i reaches member
+//     i mod members over gRPC: a CAS commits on a quorum's disks,
+//     through whichever member its client reaches.
+//     Code: OpenCluster, DB.Members.
+//     Tests: TestClusterHasThreeMembers.
 package etcdpeer
 
 import (
@@ -76,7 +82,9 @@ const startTimeout = 60 * time.Second
 // each key's expected ModRevision; a key must be used by one goroutine at a
 // time.
 type DB struct {
-	etcd *embed.Etcd
+	// etcds is the one member (Open, OpenGRPC) or every member of
+	// OpenCluster's cluster.
+	etcds []*embed.Etcd
 	// clis holds one in-process client (Open) or OpenGRPC's network
 	// clients; key k uses clis[k%len(clis)].
 	clis []*clientv3.Client
@@ -169,7 +177,13 @@ func open(dir string, keys, docSize int, clients func(*embed.Etcd) ([]*clientv3.
 		e.Close()
 		return nil, err
 	}
-	d := &DB{etcd: e, clis: clis, revs: make([]int64, keys)}
+	return populate([]*embed.Etcd{e}, clis, keys, docSize)
+}
+
+// populate makes the DB of members reached through clis and creates its
+// documents, closing everything if one cannot be created.
+func populate(members []*embed.Etcd, clis []*clientv3.Client, keys, docSize int) (*DB, error) {
+	d := &DB{etcds: members, clis: clis, revs: make([]int64, keys)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	body := make([]byte, docSize)
 	for i := range body {
@@ -307,7 +321,9 @@ func (d *DB) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		d.etcd.Close()
+		for _, e := range d.etcds {
+			e.Close()
+		}
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr

@@ -49,7 +49,7 @@ func TestGRPCCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	listener := db.etcd.Clients[0].Addr().String()
+	listener := db.etcds[0].Clients[0].Addr().String()
 	eps := db.Endpoints()
 	if len(eps) != 2 {
 		t.Fatalf("%d clients, want 2", len(eps))

@@ -7,8 +7,11 @@
 // Durability is the store's: the server runs with SyncAlways (the
 // configuration file's "sync: always"), so JetStream's file store fsyncs
 // the message block after every write and before it answers the publish,
-// as the journal fdatasyncs a commit before its answer. The bucket has one
-// replica, so nothing relaxes that to a sync on flush.
+// as the journal fdatasyncs a commit before its answer. Open's bucket has
+// one replica, so nothing relaxes that to a sync on flush; OpenCluster's
+// has one on each of its servers, every one syncing before it
+// acknowledges, and JetStream answers once a quorum of them stored the
+// update (the peer of the store's three-node cluster).
 //
 // One CAS is
 //
@@ -36,6 +39,12 @@
 //     before.
 //     Code: DB.Watch.
 //     Tests: TestWatchSeesEveryLaterUpdate.
+//  4. A DB from OpenCluster runs that many servers routed into one
+//     JetStream cluster, each with SyncAlways, its bucket replicated on
+//     every server, and connection i to server i mod servers: a CAS is
+//     answered once a quorum of replicas fsynced it.
+//     Code: OpenCluster, createBucket, awaitMetaLeader.
+//     Tests: TestClusterReplicatesEveryDocument.
 package natspeer
 
 import (
@@ -77,7 +86,9 @@ const (
 // JetStream KV bucket. It tracks each key's expected revision; a key must
 // be used by one goroutine at a time.
 type DB struct {
-	srv *server.Server
+	// srvs is the one server (Open) or every server of OpenCluster's
+	// cluster.
+	srvs []*server.Server
 	// ncs and kvs are the connections and their bucket handles; key k
 	// uses kvs[k%len(kvs)].
 	ncs  []*nats.Conn
@@ -139,9 +150,16 @@ func Open(dir string, keys, docSize, conns int) (*DB, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("natspeer: server not ready within %v", startTimeout)
 	}
-	d := &DB{srv: srv, revs: make([]uint64, keys)}
+	return populate([]*server.Server{srv}, keys, docSize, conns, 1)
+}
+
+// populate makes the DB of srvs, connects conns clients (client i to
+// server i mod len(srvs)), creates the bucket with replicas replicas and
+// its documents, closing everything on failure.
+func populate(srvs []*server.Server, keys, docSize, conns, replicas int) (*DB, error) {
+	d := &DB{srvs: srvs, revs: make([]uint64, keys)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	if err := d.connect(conns); err != nil {
+	if err := d.connect(conns, replicas); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -164,12 +182,12 @@ func Open(dir string, keys, docSize, conns int) (*DB, error) {
 }
 
 // connect makes conns client connections and the bucket, file storage
-// with one replica and no history beyond the last value.
-func (d *DB) connect(conns int) error {
-	url := d.srv.ClientURL()
+// with replicas replicas and no history beyond the last value.
+func (d *DB) connect(conns, replicas int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	for i := range conns {
+		url := d.srvs[i%len(d.srvs)].ClientURL()
 		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("natspeer-%d", i)), nats.MaxReconnects(0))
 		if err != nil {
 			return fmt.Errorf("natspeer: connection %d to %s: %w", i, url, err)
@@ -181,7 +199,7 @@ func (d *DB) connect(conns int) error {
 		}
 		var kv jetstream.KeyValue
 		if i == 0 {
-			kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, Replicas: 1})
+			kv, err = createBucket(ctx, js, replicas)
 		} else {
 			kv, err = js.KeyValue(ctx, bucket)
 		}
@@ -199,7 +217,7 @@ func keyOf(k int) string { return fmt.Sprintf("docs.%04d", k) }
 func (d *DB) Keys() int { return len(d.revs) }
 
 // URL returns the address the clients reach the server at.
-func (d *DB) URL() string { return d.srv.ClientURL() }
+func (d *DB) URL() string { return d.srvs[0].ClientURL() }
 
 // Revision returns the revision document key was last written at.
 func (d *DB) Revision(key int) uint64 { return d.revs[key] }
@@ -265,8 +283,12 @@ func (d *DB) Close() error {
 		for _, nc := range d.ncs {
 			nc.Close()
 		}
-		d.srv.Shutdown()
-		d.srv.WaitForShutdown()
+		for _, srv := range d.srvs {
+			srv.Shutdown()
+		}
+		for _, srv := range d.srvs {
+			srv.WaitForShutdown()
+		}
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr

@@ -64,7 +64,7 @@ func TestServerSyncsEveryWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cfg := db.srv.JetStreamConfig()
+	cfg := db.srvs[0].JetStreamConfig()
 	if cfg == nil || !cfg.SyncAlways {
 		t.Fatalf("JetStream config %+v: SyncAlways is off", cfg)
 	}

@@ -31,6 +31,14 @@
 //     measured, never filled from elsewhere.
 //     Code: SpecFigures, WriteSpecFigures, slowest.
 //     Tests: TestSpecFigures, TestSpecFiguresNotMeasured.
+//  5. The cluster's ratios are read from the rows of qualify's
+//     cluster_serial and cluster_concurrent (alternating rounds, one
+//     process) and its bounds from the follower_watch_delivery, failover
+//     and leader_transfer rows of the same run; a target whose row is
+//     missing is said not measured, and a count of UNAVAILABLE answers
+//     is judged only when the leader_transfer row carries it.
+//     Code: ClusterTargets, WriteCluster, clusterTarget, boundTarget, Target.Verdict.
+//     Tests: TestClusterSection, TestClusterTargetsNotMeasured.
 package report
 
 import (
@@ -120,6 +128,9 @@ func writeMarkdown(w io.Writer, run Run, results []harness.Result) error {
 	}
 	fmt.Fprintf(&b, "\n")
 	if err := WriteNetworkPath(&b, results); err != nil {
+		return err
+	}
+	if err := WriteCluster(&b, results); err != nil {
 		return err
 	}
 	if err := WriteSpecFigures(&b, results); err != nil {

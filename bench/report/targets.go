@@ -13,6 +13,9 @@ type Target struct {
 	Bound    float64
 	AtMost   bool   // the ratio must be at most Bound (else at least)
 	Measured string // the ratio and the figures it comes from
+	// MeasuredZero says that a Ratio of 0 was measured (a count of
+	// failures that must be 0), not missing.
+	MeasuredZero bool
 	// Withdrawn, when set, says why the target no longer judges a run: its
 	// ratio is still measured and shown, but the verdict is "withdrawn".
 	Withdrawn string
@@ -20,7 +23,7 @@ type Target struct {
 
 // Met reports whether the target was measured and holds.
 func (t Target) Met() bool {
-	if t.Ratio == 0 {
+	if t.Ratio == 0 && !t.MeasuredZero {
 		return false
 	}
 	if t.AtMost {
@@ -33,7 +36,7 @@ func (t Target) Met() bool {
 // that was measured, "withdrawn (why)".
 func (t Target) Verdict() string {
 	switch {
-	case t.Ratio == 0:
+	case t.Ratio == 0 && !t.MeasuredZero:
 		return "not measured"
 	case t.Withdrawn != "":
 		return "withdrawn (" + t.Withdrawn + ")"

@@ -22,7 +22,9 @@
 //	--stall-ceiling D    any single operation taking D fails the run, naming the
 //	                     workload and the operation (default 5s, the specification's)
 //	--payload N          bytes per durable write (default 2273 = 2193-byte document + 80 frame)
-//	--only LIST          run only these workloads, by name
+//	--only LIST          run only these workloads, by name or group
+//	                     (cluster: the cluster's rows beside etcd, NATS and
+//	                     the raft-wal floor, and its own figures)
 //	--list               print the workload names and exit
 //	--cpuprofile FILE    write a CPU profile of the run to FILE
 //	--trace FILE         write an execution trace of the run to FILE (go tool
@@ -31,11 +33,17 @@
 //	                     and versions, and DIR/bench/results/*.svg figures; run
 //	                     from the repository root with --report . to
 //	                     regenerate the repository's BENCHMARKS.md
+//
+// The cluster's rows run their nodes as processes of this executable; with
+// QUALIFY_NODE_CPUPROFILE=DIR in the environment each node writes a CPU
+// profile of its life to DIR (a node killed by the failover row leaves
+// none), which --cpuprofile, of qualify's own process, does not hold.
 package main
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -89,6 +97,11 @@ func (e *Env) Logf(format string, args ...any) {
 }
 
 func main() {
+	// A cluster node's process is this executable run again
+	// (cluster_node.go).
+	if cfg := os.Getenv(envClusterNode); cfg != "" {
+		os.Exit(clusterNodeMain(cfg))
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "qualify:", err)
 		os.Exit(1)
@@ -104,7 +117,7 @@ func run(args []string) error {
 	duration := fs.Duration("duration", 2*time.Second, "wall time of each concurrent run")
 	opsPerWriter := fs.Int("ops-per-writer", 0, "if > 0, bound each concurrent run by this many ops per writer instead of --duration")
 	payload := fs.Int("payload", harness.DefaultPayload, "bytes per durable write (document + frame overhead)")
-	only := fs.StringSlice("only", nil, "run only these workloads (comma-separated names)")
+	only := fs.StringSlice("only", nil, "run only these workloads (comma-separated names, or a group: cluster)")
 	list := fs.Bool("list", false, "print the workload names and exit")
 	verbose := fs.BoolP("verbose", "v", false, "print progress to stderr")
 	reportDir := fs.String("report", "", "write `DIR`/BENCHMARKS.md and DIR/bench/results/ (SVG figures, results.json) for this run")
@@ -206,6 +219,12 @@ func run(args []string) error {
 	if err := printTargets(os.Stdout, rep.Results); err != nil {
 		return err
 	}
+	if report.ClusterMeasured(rep.Results) {
+		fmt.Println()
+		if err := report.WriteCluster(os.Stdout, rep.Results); err != nil {
+			return err
+		}
+	}
 	if report.NetworkMeasured(rep.Results) {
 		fmt.Println()
 		if err := report.WriteNetworkPath(os.Stdout, rep.Results); err != nil {
@@ -238,8 +257,9 @@ func run(args []string) error {
 	return runErr
 }
 
-// selectWorkloads returns the workloads named in only (all when empty), in
-// list order, and rejects unknown names.
+// selectWorkloads returns the workloads named in only (all when empty), a
+// group standing for its members, in list order, and rejects unknown
+// names.
 func selectWorkloads(only []string) ([]workload, error) {
 	if len(only) == 0 {
 		return workloads, nil
@@ -254,8 +274,14 @@ func selectWorkloads(only []string) ([]workload, error) {
 		if n == "" {
 			continue
 		}
+		if members, ok := groups[n]; ok {
+			for _, m := range members {
+				want[m] = true
+			}
+			continue
+		}
 		if !slices.Contains(names, n) {
-			return nil, fmt.Errorf("--only: unknown workload %q (known: %s)", n, strings.Join(names, ", "))
+			return nil, fmt.Errorf("--only: unknown workload %q (known: %s; groups: %s)", n, strings.Join(names, ", "), strings.Join(slices.Sorted(maps.Keys(groups)), ", "))
 		}
 		want[n] = true
 	}

@@ -74,6 +74,18 @@ var workloads = []workload{
 	{name: nameNetworkSerial, run: runNetworkSerial},
 	{name: nameNetworkConcurrent, run: runNetworkConcurrent},
 	{name: nameNetworkFanout, run: runNetworkFanout},
+	// The cluster beside its peer clusters, and its own figures
+	// (cluster_workloads.go); --only cluster runs these alone.
+	{name: nameClusterSerial, run: runClusterSerial},
+	{name: nameClusterConcurrent, run: runClusterConcurrent},
+	{name: nameFollowerWatch, run: runFollowerWatch},
+	{name: nameFailover, run: runFailover},
+	{name: nameLeaderTransfer, run: runLeaderTransfer},
+}
+
+// groups are names --only accepts for several workloads at once.
+var groups = map[string][]string{
+	groupCluster: {nameClusterSerial, nameClusterConcurrent, nameFollowerWatch, nameFailover, nameLeaderTransfer},
 }
 
 // serialFigure and concurrentFigure are the workloads the report draws,
@@ -87,6 +99,7 @@ var (
 	measuredModules = []string{"github.com/keeppeek/statestore", "github.com/tidwall/wal", "modernc.org/sqlite",
 		"go.etcd.io/bbolt", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/client/v3", "google.golang.org/grpc",
 		"github.com/nats-io/nats-server/v2", "github.com/nats-io/nats.go",
+		"github.com/hashicorp/raft", "github.com/hashicorp/raft-wal",
 		"github.com/coder/websocket", "gonum.org/v1/plot"}
 )
 

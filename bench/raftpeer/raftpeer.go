@@ -1,0 +1,238 @@
+// Package raftpeer is the floor of the replicated store's engine for the
+// statestore qualification benchmarks: three github.com/hashicorp/raft
+// nodes in this process over raft's TCP transport on loopback, each with
+// github.com/hashicorp/raft-wal as its log and stable store and a state
+// machine that does nothing. An operation appends one entry of a given
+// size at the leader and returns once raft committed it (a quorum's WALs
+// fsynced it, raft-wal syncing every appended batch) and the leader's
+// no-op FSM applied it: what the store's cluster costs with no admission,
+// no schema, no view and no forwarding.
+//
+// The raft timeouts are package replica's defaults (300 ms heartbeat and
+// election, 150 ms leader lease, 2 ms commit, 64 entries per
+// AppendEntries), the transport raft's own defaults.
+//
+// # Invariants
+//
+//  1. An Append returns nil only after the leader's raft committed the
+//     entry: a quorum stored it in raft-wal, which syncs every batch.
+//     Code: Cluster.Append, Open.
+//     Tests: TestAppendCommitsOnAQuorum.
+//  2. Open returns once one node leads and every node knows it; Append
+//     goes to that leader and fails (never blocks past its timeout) if
+//     leadership moved.
+//     Code: Open, Cluster.awaitLeader, Cluster.Append.
+//     Tests: TestAppendCommitsOnAQuorum, TestOpenRefusesBadSizes.
+package raftpeer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+)
+
+// Workload names, as they appear in results and in qualify's --only flag.
+const (
+	NameFloor           = "raftwal_cluster_floor"
+	NameFloorConcurrent = "raftwal_cluster_floor_concurrent"
+)
+
+// The raft settings: package replica's defaults, so the floor runs the
+// store's election and commit timing.
+const (
+	heartbeatTimeout   = 300 * time.Millisecond
+	electionTimeout    = 300 * time.Millisecond
+	leaderLeaseTimeout = 150 * time.Millisecond
+	commitTimeout      = 2 * time.Millisecond
+	maxAppendEntries   = 64
+)
+
+// startTimeout bounds Open's wait for a leader; applyTimeout bounds one
+// Append's wait to enqueue.
+const (
+	startTimeout = 30 * time.Second
+	applyTimeout = 10 * time.Second
+)
+
+// ErrNoLeader is returned by Open when no node led within its bound.
+var ErrNoLeader = errors.New("raftpeer: no leader")
+
+// node is one raft member and what it owns.
+type node struct {
+	raft  *raft.Raft
+	wal   *wal.WAL
+	trans *raft.NetworkTransport
+}
+
+// Cluster is the three (or n) nodes and the leader Append writes to.
+type Cluster struct {
+	nodes  []*node
+	leader *raft.Raft
+	entry  []byte
+	// applied counts the FSM calls on every node, for the tests.
+	applied atomic.Int64
+}
+
+// fsm applies nothing: the floor measures raft and its log alone.
+type fsm struct{ applied *atomic.Int64 }
+
+func (f fsm) Apply(*raft.Log) any {
+	f.applied.Add(1)
+	return nil
+}
+
+func (fsm) Snapshot() (raft.FSMSnapshot, error) { return noSnapshot{}, nil }
+func (fsm) Restore(r io.ReadCloser) error       { return r.Close() }
+
+// noSnapshot is the empty state's snapshot.
+type noSnapshot struct{}
+
+func (noSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+func (noSnapshot) Release()                             {}
+
+// Open starts n nodes with their WALs in dir/node-i, bootstraps them as
+// one cluster, waits for a leader and returns the cluster appending
+// entries of entrySize bytes.
+func Open(dir string, n, entrySize int) (*Cluster, error) {
+	if n <= 0 || entrySize <= 0 {
+		return nil, fmt.Errorf("raftpeer: nodes %d and entrySize %d must be positive", n, entrySize)
+	}
+	addrs, err := freeAddrs(n)
+	if err != nil {
+		return nil, err
+	}
+	var conf raft.Configuration
+	for i, a := range addrs {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(fmt.Sprintf("node-%d", i)), Address: raft.ServerAddress(a)})
+	}
+	c := &Cluster{entry: make([]byte, entrySize)}
+	for i := range c.entry {
+		c.entry[i] = byte('a' + i%26)
+	}
+	for i, a := range addrs {
+		nd, err := startNode(filepath.Join(dir, fmt.Sprintf("node-%d", i)), conf.Servers[i].ID, a, conf, fsm{&c.applied})
+		if err != nil {
+			return nil, errors.Join(err, c.Close())
+		}
+		c.nodes = append(c.nodes, nd)
+	}
+	if c.leader, err = c.awaitLeader(); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return c, nil
+}
+
+// startNode starts one member on addr with its WAL in dir.
+func startNode(dir string, id raft.ServerID, addr string, conf raft.Configuration, f raft.FSM) (*node, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
+	}
+	w, err := wal.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("raftpeer: %s: raft-wal: %w", id, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(addr, nil, 3, 10*time.Second, hclog.NewNullLogger())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("raftpeer: %s: transport on %s: %w", id, addr, err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = id
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = heartbeatTimeout, electionTimeout, leaderLeaseTimeout, commitTimeout
+	rc.MaxAppendEntries = maxAppendEntries
+	rc.Logger = hclog.NewNullLogger()
+	r, err := raft.NewRaft(rc, f, w, w, raft.NewDiscardSnapshotStore(), trans)
+	if err != nil {
+		trans.Close()
+		w.Close()
+		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
+	}
+	nd := &node{raft: r, wal: w, trans: trans}
+	if err := r.BootstrapCluster(conf).Error(); err != nil {
+		return nil, errors.Join(fmt.Errorf("raftpeer: %s: bootstrap: %w", id, err), nd.close())
+	}
+	return nd, nil
+}
+
+// awaitLeader waits, bounded by startTimeout, until one node leads and
+// every node names it.
+func (c *Cluster) awaitLeader() (*raft.Raft, error) {
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		var leader *raft.Raft
+		agreed := true
+		for _, nd := range c.nodes {
+			if nd.raft.State() == raft.Leader {
+				leader = nd.raft
+			}
+			if _, id := nd.raft.LeaderWithID(); id == "" {
+				agreed = false
+			}
+		}
+		if leader != nil && agreed {
+			// The leader's first entry of its term is committed before
+			// it serves: a barrier waits for it.
+			if err := leader.Barrier(applyTimeout).Error(); err == nil {
+				return leader, nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling raft's state: bounded by deadline
+	}
+	return nil, fmt.Errorf("%w among %d nodes within %v", ErrNoLeader, len(c.nodes), startTimeout)
+}
+
+// Append appends one entry at the leader and returns once it is committed
+// and applied there.
+func (c *Cluster) Append() error {
+	return c.leader.Apply(c.entry, applyTimeout).Error()
+}
+
+// CAS is Append, for the benchmark's peer interface: the floor has no
+// documents, so key is not used.
+func (c *Cluster) CAS(int) error { return c.Append() }
+
+// Applied returns how many entries the nodes' FSMs applied, all nodes
+// together.
+func (c *Cluster) Applied() int64 { return c.applied.Load() }
+
+// Close shuts every node down and closes its WAL and transport.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, nd := range c.nodes {
+		errs = append(errs, nd.close())
+	}
+	c.nodes = nil
+	return errors.Join(errs...)
+}
+
+func (nd *node) close() error {
+	err := nd.raft.Shutdown().Error()
+	return errors.Join(err, nd.trans.Close(), nd.wal.Close())
+}
+
+// freeAddrs returns n distinct 127.0.0.1 addresses that were free, all
+// listened on at once so that none is handed out twice.
+func freeAddrs(n int) ([]string, error) {
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("raftpeer: pick a port: %w", err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
+}
+
+// Nodes returns the number of nodes the cluster runs.
+func (c *Cluster) Nodes() int { return len(c.nodes) }

@@ -1,0 +1,62 @@
+package raftpeer
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// TestAppendCommitsOnAQuorum: every Append is applied by the leader
+// before it returns, and reaches every node's no-op FSM; the entries land
+// in the nodes' raft-wal directories.
+func TestAppendCommitsOnAQuorum(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c, err := Open(dir, 3, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := c.Applied()
+	const n = 20
+	for i := range n {
+		before := c.Applied()
+		if err := c.CAS(i); err != nil {
+			t.Fatal(err)
+		}
+		if c.Applied() <= before {
+			t.Fatalf("append %d returned before the leader applied it", i)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Applied() < base+3*n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // followers apply on their next heartbeat: bounded by deadline
+	}
+	if got := c.Applied() - base; got != 3*n {
+		t.Fatalf("%d applications of %d entries on 3 nodes, want %d", got, n, 3*n)
+	}
+	for i, nd := range c.nodes {
+		last, err := nd.wal.LastIndex()
+		if err != nil || last < n {
+			t.Fatalf("node %d: raft-wal last index %d (%v), want at least %d", i, last, err, n)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenRefusesBadSizes: a size that is not positive is refused before
+// anything is started or written.
+func TestOpenRefusesBadSizes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ nodes, size int }{{0, 1}, {1, 0}, {-1, 1}} {
+		dir := t.TempDir()
+		if _, err := Open(dir, tc.nodes, tc.size); err == nil {
+			t.Fatalf("Open(nodes %d, size %d) succeeded", tc.nodes, tc.size)
+		}
+		if names, _ := os.ReadDir(dir); len(names) != 0 {
+			t.Fatalf("Open(nodes %d, size %d) wrote %d entries", tc.nodes, tc.size, len(names))
+		}
+	}
+}
