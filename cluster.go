@@ -284,6 +284,12 @@ type clusterNode struct {
 	// is that term.
 	leading atomic.Bool
 	term    atomic.Uint64
+	// acked is the highest leader's applied index that a forwarded write
+	// this node answered carried: this node's operator views (Namespace,
+	// Usage) and stale reads wait until it applied that much (caughtUp),
+	// so a caller reads its own write here without the write's answer
+	// waiting for this node's apply.
+	acked atomic.Uint64
 	// lastStamp is the latest time a batch was stamped with here.
 	lastStamp atomic.Int64
 	// less is when a leader was last heard (cluster_leaderless.go).
@@ -469,12 +475,18 @@ func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), re
 			case err != nil && sent:
 				return Entry{}, err
 			case err == nil && !retryable(resp.err()):
-				// The answer waits until this node has applied what the
-				// leader had when it answered: a caller reads its own
-				// write (and an expiry Get re-reads locally) here, in
-				// Namespace and Usage too, not only through a read index.
-				if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
-					return Entry{}, werr
+				// The answer does not wait for this node to apply the
+				// write: its reads that could miss it wait instead. A
+				// linearizable read (Get, Watch) asks the leader's read
+				// index, which covers it; Namespace, Usage and stale
+				// reads wait for acked (caughtUp). An EXPIRE waits here:
+				// the expiring Get re-reads this node's state at once.
+				if req.Verb == verbExpire {
+					if werr := c.waitApplied(ctx, resp.Index); werr != nil && resp.Err == nil {
+						return Entry{}, werr
+					}
+				} else {
+					c.noteAcked(resp.Index)
 				}
 				return resp.entry(), resp.err()
 			}
@@ -549,6 +561,26 @@ func (c *clusterNode) localReadIndex() (uint64, error) {
 		return 0, notApplied("leadership changed during the read")
 	}
 	return idx, nil
+}
+
+// noteAcked raises acked to idx.
+func (c *clusterNode) noteAcked(idx uint64) {
+	for {
+		cur := c.acked.Load()
+		if idx <= cur || c.acked.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}
+
+// caughtUp waits, at most the leader wait, until this node has applied
+// every forwarded write it answered (acked). It does not fail: the views
+// it guards answer from what this node holds either way, and only a node
+// cut off from its leader for that long can reach the bound.
+func (c *clusterNode) caughtUp() {
+	if idx := c.acked.Load(); idx > c.fsm.appliedIndex() {
+		_ = c.waitApplied(context.Background(), idx)
+	}
 }
 
 // waitApplied waits until this node's state machine has applied idx.

@@ -33,8 +33,11 @@ var clusterHomes = []home{
 
 // clusterFiles is what a refused write must leave unchanged in a cluster:
 // the raft index the leader and the node under test have applied (a
-// refused write never reaches the log).
+// refused write never reaches the log), once the node applied every write
+// it answered (a follower answers a forwarded write before applying it;
+// Usage waits for that, as its reads do).
 func clusterFiles(f *fixture) string {
+	f.s.Usage()
 	l := f.node.c.leader()
 	return fmt.Sprint(l.Cluster().AppliedIndex(), " ", f.s.Cluster().AppliedIndex())
 }

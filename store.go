@@ -181,10 +181,19 @@ func (s *Store) SettingsNamespaces() []string {
 	return slices.Clone(s.settings.names)
 }
 
+// caughtUp is, on a cluster node, clusterNode.caughtUp: a view read here
+// holds every write this node answered.
+func (s *Store) caughtUp() {
+	if s.cluster != nil {
+		s.cluster.caughtUp()
+	}
+}
+
 // Namespace returns the counters of a namespace: its revision (kept after
 // it empties), entries and value bytes. It is an operator view and does no
 // authorization.
 func (s *Store) Namespace(namespace string) NamespaceInfo {
+	s.caughtUp()
 	return s.homeOf(namespace).published().Namespace(namespace)
 }
 
@@ -194,6 +203,7 @@ func (s *Store) Namespace(namespace string) NamespaceInfo {
 // Namespace it is an operator view and does no authorization: an embedder
 // serving it to a client filters it by the client's principal first.
 func (s *Store) Namespaces() []NamespaceListing {
+	s.caughtUp()
 	var out []NamespaceListing
 	for _, h := range s.homes() {
 		h.published().Namespaces(func(name string, n materialize.Namespace) bool {
@@ -208,6 +218,7 @@ func (s *Store) Namespaces() []NamespaceListing {
 // Usage returns the store's entries, value bytes and namespaces holding
 // entries, settings-backed ones included (the quotas count both).
 func (s *Store) Usage() (entries int, bytes int64, namespaces int) {
+	s.caughtUp()
 	for _, h := range s.homes() {
 		e, b, n := h.published().Totals()
 		entries, bytes, namespaces = entries+e, bytes+b, namespaces+n
@@ -227,6 +238,8 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 		if err := s.cluster.linearize(ctx); err != nil {
 			return Entry{}, err
 		}
+	} else {
+		s.caughtUp()
 	}
 	for expired := false; ; expired = true {
 		e, ok := home.published().Get(namespace, key)
