@@ -241,6 +241,7 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		return err
 	}
 	c.wait = 2 * c.node.ElectionTimeout()
+	c.prog.live.Store(true)
 	close(c.started)
 	s.pipe.start()
 	go s.leases.run()
@@ -249,6 +250,8 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	c.less.heard.Store(time.Now().UnixNano())
 	c.less.done = make(chan struct{})
 	go c.watchLeaderless()
+	c.prog.peers, c.prog.done = map[string]peerProgress{}, make(chan struct{})
+	go c.pollProgress()
 	return nil
 }
 
@@ -288,6 +291,9 @@ type clusterNode struct {
 	lastStamp atomic.Int64
 	// less is when a leader was last heard (cluster_leaderless.go).
 	less leaderless
+	// prog is the node's snapshot counters and, on the leader, its
+	// followers' progress (cluster_stats.go).
+	prog progress
 
 	quit  chan struct{}
 	done  chan struct{}
@@ -586,6 +592,9 @@ func (c *clusterNode) shutdown() error {
 		close(c.quit)
 		if c.less.done != nil {
 			<-c.less.done
+		}
+		if c.prog.done != nil {
+			<-c.prog.done
 		}
 		if c.node != nil {
 			err = c.node.Shutdown()
