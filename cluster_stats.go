@@ -41,12 +41,14 @@ type ClusterStats struct {
 	State string
 	// Term is the raft term this node is in.
 	Term uint64
-	// CommitIndex is the highest raft index this node knows committed;
-	// AppliedIndex the last its state machine (the store) applied, at
-	// most CommitIndex and resting below it when the last entries are
-	// raft's own (the no-op each term begins with, a barrier), which
-	// never reach the state machine; LastLogIndex the last its log (or
-	// its latest snapshot) holds, committed or not.
+	// CommitIndex is the highest raft index this node knows committed
+	// (raft learns it from the leader's next message, so right after a
+	// snapshot install it may trail AppliedIndex for a heartbeat);
+	// AppliedIndex the last its state machine (the store) applied, which
+	// rests below CommitIndex when the last entries are raft's own (the
+	// no-op each term begins with, a barrier): those never reach the
+	// state machine; LastLogIndex the last its log (or its latest
+	// snapshot) holds, committed or not.
 	CommitIndex  uint64
 	AppliedIndex uint64
 	LastLogIndex uint64
