@@ -487,8 +487,8 @@ func normalizeCluster(s string, nodes []testNode) string {
 			line = "last contact:  <CONTACT>"
 		case key == "applied index" || key == "commit index" || key == "last log":
 			line = line[:15] + "<INDEX>"
-		case key == "leader seen":
-			line = "leader seen:   <N> times"
+		case key == "leaders seen":
+			line = "leaders seen:  <N>"
 		case key == "snapshots":
 			line = "snapshots:     <N> taken, <N> installed"
 		case key == "members":
@@ -504,4 +504,41 @@ func normalizeCluster(s string, nodes []testNode) string {
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestFormatClusterStatus: the human status shows each member's progress
+// as the leader gave it, "-" where it could not, and says why; a node
+// that never heard from a leader says so.
+func TestFormatClusterStatus(t *testing.T) {
+	t.Parallel()
+	u := func(v uint64) *uint64 { return &v }
+	i := func(v int64) *int64 { return &v }
+	cases := []struct {
+		name string
+		st   clusterStatusJSON
+		want []string
+	}{
+		{"leader with progress", clusterStatusJSON{Node: "n1", Leader: "n1", LeaderAddr: "r1", State: "leader", Term: 4, AppliedIndex: 9, CommitIndex: 9,
+			LastLogIndex: 9, LeaderChanges: 2, SnapshotsTaken: 1, ProgressFrom: "n1", Members: []memberStatus{
+				{ID: "n1", RaftAddr: "r1", Suffrage: "voter", Leader: true, AppliedIndex: u(9), Lag: u(0), LastContactMs: i(0)},
+				{ID: "n2", RaftAddr: "r2", Suffrage: "voter", AppliedIndex: u(4), Lag: u(5), LastContactMs: i(1500)},
+				{ID: "n3", RaftAddr: "r3", Suffrage: "nonvoter", AppliedIndex: u(9), Lag: u(0)}}},
+			[]string{"state:         leader, term 4\n", "last contact:  this node leads\n", "leaders seen:  2\n", "snapshots:     1 taken, 0 installed\n",
+				"members:       3 (as the leader n1 last heard them)\n", "  n2  r2            voter     follower  4        5    1.5s\n",
+				"  n3  r3            nonvoter  follower  9        0    -\n"}},
+		{"follower without a leader", clusterStatusJSON{Node: "n2", State: "candidate", Term: 7, LastContactMs: -1,
+			ProgressError: "no leader is known", Members: []memberStatus{{ID: "n1", RaftAddr: "r1", Suffrage: "voter"}}},
+			[]string{"leader:        none known\n", "ready:         no\n", "last contact:  never\n",
+				"members:       1 (progress unknown: no leader is known)\n", "  n1  r1            voter     follower  -        -    -\n"}},
+		{"follower", clusterStatusJSON{Node: "n2", Leader: "n1", LeaderAddr: "r1", Ready: true, State: "follower", LastContactMs: 12, ProgressFrom: "n1"},
+			[]string{"leader:        n1 (r1)\n", "ready:         yes\n", "last contact:  12ms ago\n"}},
+	}
+	for _, c := range cases {
+		got := formatClusterStatus(c.st)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: no %q in\n%s", c.name, w, got)
+			}
+		}
+	}
 }

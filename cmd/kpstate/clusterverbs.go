@@ -194,7 +194,9 @@ func formatClusterStatus(st clusterStatusJSON) string {
 		ready = "no"
 	}
 	contact := "never"
-	if st.LastContactMs >= 0 {
+	if st.State == "leader" {
+		contact = "this node leads"
+	} else if st.LastContactMs >= 0 {
 		contact = (time.Duration(st.LastContactMs) * time.Millisecond).String() + " ago"
 	}
 	progress := "as the leader " + st.ProgressFrom + " last heard them"
@@ -202,7 +204,7 @@ func formatClusterStatus(st clusterStatusJSON) string {
 		progress = "progress unknown: " + st.ProgressError
 	}
 	fmt.Fprintf(&b, "node:          %s\nstate:         %s, term %d\nleader:        %s\nready:         %s\nlast contact:  %s\n"+
-		"applied index: %d\ncommit index:  %d\nlast log:      %d\nleader seen:   %d times\nsnapshots:     %d taken, %d installed\nmembers:       %d (%s)\n",
+		"applied index: %d\ncommit index:  %d\nlast log:      %d\nleaders seen:  %d\nsnapshots:     %d taken, %d installed\nmembers:       %d (%s)\n",
 		st.Node, st.State, st.Term, leader, ready, contact, st.AppliedIndex, st.CommitIndex, st.LastLogIndex, st.LeaderChanges,
 		st.SnapshotsTaken, st.SnapshotsInstalled, len(st.Members), progress)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
