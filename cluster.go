@@ -135,6 +135,7 @@ func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 	}
 	c := &clusterNode{s: s, rpcs: rpcs, self: co.NodeID, quit: make(chan struct{}), ready: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	c.less.bound = cmp.Or(co.LeaderlessAfter, DefaultLeaderlessAfter)
+	c.prog.peers, c.prog.kick = map[string]peerProgress{}, make(chan struct{}, 1)
 	if err := openCluster(s, c, co); err != nil {
 		c.shutdown()
 		ferr := s.openFailed(err)
@@ -250,7 +251,7 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	c.less.heard.Store(time.Now().UnixNano())
 	c.less.done = make(chan struct{})
 	go c.watchLeaderless()
-	c.prog.peers, c.prog.done = map[string]peerProgress{}, make(chan struct{})
+	c.prog.done = make(chan struct{})
 	go c.pollProgress()
 	return nil
 }
@@ -364,6 +365,7 @@ func (c *clusterNode) takeOver() bool {
 		c.term.Store(term)
 		c.leading.Store(true)
 		c.s.leases.poke()
+		c.kickProgress()
 		return true
 	}
 	return true

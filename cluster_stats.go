@@ -126,7 +126,10 @@ type progress struct {
 
 	mu    sync.Mutex
 	peers map[string]peerProgress
-	done  chan struct{}
+	// kick asks for a round at once: a new leader's records of its
+	// followers are as old as its last term's.
+	kick chan struct{}
+	done chan struct{}
 }
 
 // lastContact is how long ago this node heard from a leader: 0 on the
@@ -142,6 +145,14 @@ func lastContact(r *raft.Raft, now time.Time) time.Duration {
 	return max(now.Sub(lc), 0)
 }
 
+// kickProgress asks pollProgress for a round now, without waiting.
+func (c *clusterNode) kickProgress() {
+	select {
+	case c.prog.kick <- struct{}{}:
+	default:
+	}
+}
+
 // answerProgress is the peer side of verbProgress.
 func (c *clusterNode) answerProgress() progressAnswer {
 	r := c.node.Raft()
@@ -150,7 +161,8 @@ func (c *clusterNode) answerProgress() progressAnswer {
 }
 
 // pollProgress runs until the store closes, asking the followers for
-// their progress every progressInterval while this node leads.
+// their progress every progressInterval while this node leads, and at
+// once when it takes over.
 func (c *clusterNode) pollProgress() {
 	defer close(c.prog.done)
 	t := time.NewTicker(progressInterval)
@@ -160,6 +172,7 @@ func (c *clusterNode) pollProgress() {
 		case <-c.quit:
 			return
 		case <-t.C:
+		case <-c.prog.kick:
 		}
 		if c.node.Raft().State() == raft.Leader {
 			c.askProgress()

@@ -151,3 +151,34 @@ func TestClusterStats(t *testing.T) {
 		t.Errorf("after a checkpoint, snapshots taken %d; want %d", got, taken+1)
 	}
 }
+
+// TestClusterStatsFollowerCutOffFromRaft: a follower whose raft links are
+// cut still answers the leader's progress calls (they travel beside
+// raft), and the leader reports its silence from raft all the same: its
+// last contact grows past a second while its lag grows with the writes.
+func TestClusterStatsFollowerCutOffFromRaft(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	l, f := c.leader(), c.follower()
+	id := f.Cluster().NodeID()
+	settle(t, "the leader hears from its followers", func() (bool, string) {
+		st := l.Cluster().Stats()
+		ok := len(st.Followers) == 2
+		for _, f := range st.Followers {
+			ok = ok && f.Answered && f.LastContact >= 0
+		}
+		return ok, st.String()
+	})
+	c.net.Isolate(raftAddrOf(c, f))
+	at := followerOf(t, l.Cluster().Stats(), id)
+	for i := range 3 {
+		if _, err := clusterPut(l, fmt.Sprintf("cut%d", i), i, statestore.Expect{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, "the cut-off follower's last contact and lag grow", func() (bool, string) {
+		st := l.Cluster().Stats()
+		g := followerOf(t, st, id)
+		return g.Lag >= at.Lag+3 && g.LastContact > time.Second, st.String()
+	})
+}
