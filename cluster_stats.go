@@ -56,7 +56,7 @@ type ClusterStats struct {
 	// on the leader, negative when it never has since it started.
 	LastContact time.Duration
 	// LeaderChanges counts the leaders this node learned of since it
-	// started; an election that re-elects the same leader counts too.
+	// started, after knowing none or another (replica.Node.LeaderChanges).
 	LeaderChanges uint64
 	// SnapshotsTaken counts the raft snapshots this node wrote of its own
 	// state (raft's threshold, Store.Checkpoint, a membership change);

@@ -276,9 +276,9 @@ func (n *Node) observe() {
 }
 
 // LeaderChanges is how many times this node has learned of a leader since
-// it started: every election that ends with a leader counts, a leader
-// re-elected included (each is a new term), and so does this node's own
-// election.
+// it started, after knowing none or another (its own election included):
+// a leader re-elected after a vacancy this node saw counts again, one
+// re-elected before this node noticed it had gone does not.
 func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // Raft is the node's raft instance, for what Node does not wrap.

@@ -283,7 +283,7 @@ var (
 	descLastLog       = prometheus.NewDesc("statestore_cluster_last_log_index", "The last raft index this node's log holds, committed or not.", nil, nil)
 	descLastContact   = prometheus.NewDesc("statestore_cluster_last_contact_seconds", "How long ago this node last heard from a leader: 0 on the leader; absent while it never has.", nil, nil)
 	descMembers       = prometheus.NewDesc("statestore_cluster_members", "The members of the raft configuration, by suffrage.", []string{"suffrage"}, nil)
-	descLeaderChanges = prometheus.NewDesc("statestore_cluster_leader_changes_total", "Leaders this node has learned of since it started (an election re-electing the same leader counts).", nil, nil)
+	descLeaderChanges = prometheus.NewDesc("statestore_cluster_leader_changes_total", "Leaders this node has learned of since it started, after knowing none or another.", nil, nil)
 	descTaken         = prometheus.NewDesc("statestore_cluster_snapshots_taken_total", "Raft snapshots this node wrote of its own state since it started.", nil, nil)
 	descInstalled     = prometheus.NewDesc("statestore_cluster_snapshots_installed_total", "Raft snapshots a leader sent this node to replace its state with, since it started.", nil, nil)
 	descFollowerLag   = prometheus.NewDesc("statestore_cluster_follower_lag_entries",
