@@ -135,6 +135,7 @@ func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 	}
 	c := &clusterNode{s: s, rpcs: rpcs, self: co.NodeID, quit: make(chan struct{}), ready: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	c.less.bound = cmp.Or(co.LeaderlessAfter, DefaultLeaderlessAfter)
+	c.prog.peers, c.prog.kick = map[string]peerProgress{}, make(chan struct{}, 1)
 	if err := openCluster(s, c, co); err != nil {
 		c.shutdown()
 		ferr := s.openFailed(err)
@@ -241,6 +242,7 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		return err
 	}
 	c.wait = 2 * c.node.ElectionTimeout()
+	c.prog.live.Store(true)
 	close(c.started)
 	s.pipe.start()
 	go s.leases.run()
@@ -249,6 +251,8 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 	c.less.heard.Store(time.Now().UnixNano())
 	c.less.done = make(chan struct{})
 	go c.watchLeaderless()
+	c.prog.done = make(chan struct{})
+	go c.pollProgress()
 	return nil
 }
 
@@ -294,6 +298,9 @@ type clusterNode struct {
 	lastStamp atomic.Int64
 	// less is when a leader was last heard (cluster_leaderless.go).
 	less leaderless
+	// prog is the node's snapshot counters and, on the leader, its
+	// followers' progress (cluster_stats.go).
+	prog progress
 
 	quit  chan struct{}
 	done  chan struct{}
@@ -364,6 +371,7 @@ func (c *clusterNode) takeOver() bool {
 		c.term.Store(term)
 		c.leading.Store(true)
 		c.s.leases.poke()
+		c.kickProgress()
 		return true
 	}
 	return true
@@ -618,6 +626,9 @@ func (c *clusterNode) shutdown() error {
 		close(c.quit)
 		if c.less.done != nil {
 			<-c.less.done
+		}
+		if c.prog.done != nil {
+			<-c.prog.done
 		}
 		if c.node != nil {
 			err = c.node.Shutdown()

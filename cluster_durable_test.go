@@ -245,6 +245,10 @@ func TestClusterRestartAllThree(t *testing.T) {
 	if id, _ := n1.Cluster().Leader(); id != "" {
 		t.Fatalf("a leader %q with one node of three", id)
 	}
+	// It restored its own snapshot from disk: not an install.
+	if st := n1.Cluster().Stats(); st.SnapshotsInstalled != 0 {
+		t.Errorf("n1 reopened: %v; want no snapshot installed", st)
+	}
 	for _, id := range []string{"n2", "n3"} {
 		c.start(c.peer(id))
 	}

@@ -480,10 +480,19 @@ func TestClusterSnapshotInstallClosesWatches(t *testing.T) {
 	if err := l.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
+	installed := f.Cluster().Stats().SnapshotsInstalled
 	c.net.Heal(raftAddrOf(c, f))
 	m := sink.next(t)
 	if cl, ok := m.(*watch.Closed); !ok || cl.Reason != watch.Restored {
 		t.Fatalf("follower's watch got %#v, want a RESTORED closure", m)
+	}
+	// The install counts on the follower (Restore had returned before
+	// the watch closed), the checkpoint on the leader.
+	if st := f.Cluster().Stats(); st.SnapshotsInstalled != installed+1 {
+		t.Errorf("follower after the install: %v; want %d snapshots installed", st, installed+1)
+	}
+	if st := l.Cluster().Stats(); st.SnapshotsTaken == 0 || st.SnapshotsInstalled != 0 {
+		t.Errorf("leader after its checkpoint: %v; want a snapshot taken, none installed", st)
 	}
 	if got, err := f.Get(ctx, admin, "group/g", "k9"); err != nil || got.Revision != last.Revision {
 		t.Fatalf("after the install the follower reads %+v, %v", got, err)

@@ -173,7 +173,9 @@
 // refuses all but StaleOK reads (cluster_leaderless.go); one whose limits
 // or schemas differ from a peer's is refused at open or at AddVoter
 // (cluster_agree.go). Settings-backed namespaces and Restore are refused
-// in cluster mode; Checkpoint takes a raft snapshot.
+// in cluster mode; Checkpoint takes a raft snapshot. Cluster.Stats is a
+// node's raft state for operators, with each follower's progress on the
+// leader (cluster_stats.go).
 //
 // A cluster node is durable by default: its journal directory holds raft's
 // log (replica/raftlog: one fdatasync per committed batch, raft's commit

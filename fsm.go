@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -193,7 +194,11 @@ func (f *fsm) progress() (uint64, <-chan struct{}) {
 // Snapshot captures the published view: O(1), the view is immutable.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	v, idx := f.s.home.snapshot()
-	return &fsmSnapshot{v: v, index: idx, timeMs: f.lastTime()}, nil
+	sn := &fsmSnapshot{v: v, index: idx, timeMs: f.lastTime()}
+	if c := f.s.cluster; c != nil {
+		sn.taken = &c.prog.taken
+	}
+	return sn, nil
 }
 
 // Restore replaces the state with a snapshot (a checkpoint image), checked
@@ -203,6 +208,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	hdr, v, err := f.s.chk.DecodeBackup(rc)
 	if err != nil {
 		return fmt.Errorf("raft snapshot: %w", err)
+	}
+	// Counted before the watches learn of it (replace closes them).
+	if c := f.s.cluster; c != nil && c.prog.live.Load() {
+		c.prog.installed.Add(1)
 	}
 	f.s.home.replace(v, hdr.Index)
 	f.advance(hdr.Index, hdr.TimeMs)
@@ -217,6 +226,7 @@ type fsmSnapshot struct {
 	v      *materialize.View
 	index  uint64
 	timeMs int64
+	taken  *atomic.Uint64 // counts the snapshots persisted (Cluster.Stats)
 }
 
 // Persist writes the checkpoint image of the view to sink.
@@ -225,7 +235,13 @@ func (sn *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if sn.taken != nil {
+		sn.taken.Add(1)
+	}
+	return nil
 }
 
 // Release has nothing to free: the view is garbage once unreferenced.
@@ -435,6 +451,18 @@ func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	if req.Verb == verbAgree {
 		return c.answerAgreement()
+	}
+	if req.Verb == verbProgress || req.Verb == verbStats {
+		// Before raft starts here there is nothing to tell.
+		select {
+		case <-c.started:
+		default:
+			return json.Marshal(progressAnswer{Err: &fwdError{Code: Unavailable, Field: "leader", Message: c.self + " is still starting", NotApplied: true}})
+		}
+		if req.Verb == verbStats {
+			return json.Marshal(c.answerStats())
+		}
+		return json.Marshal(c.answerProgress())
 	}
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	s := c.s

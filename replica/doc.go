@@ -167,4 +167,16 @@
 //     snapshotAfterChanges, Start.
 //     Tests: TestRestartCap, statestore.TestClusterRestartAfterMembershipChangeWithoutSnapshots,
 //     statestore.TestClusterRestartAllThree.
+//  10. The raft state shown to operators costs a write nothing: raft's own
+//     counters, leader changes counted in a raft observer's filter, and
+//     each follower's progress from one peer call every progressInterval
+//     while the node leads (the follower telling its own silence from
+//     raft), so a follower that stops answering, or that raft no longer
+//     reaches, shows a lag and a last contact that grow; a snapshot a node restores from
+//     its own disk while it opens is not counted as installed.
+//     Code: Node.LeaderChanges, statestore.Cluster.Stats, statestore.Cluster.LeaderStats,
+//     statestore.clusterNode.pollProgress, statestore.clusterNode.askProgress, statestore.fsm.Restore.
+//     Tests: statestore.TestClusterStats, statestore.TestClusterStatsFollowerCutOffFromRaft,
+//     statestore.TestClusterSnapshotInstallClosesWatches,
+//     statestore.TestClusterRestartAllThree.
 package replica

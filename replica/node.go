@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -156,6 +157,8 @@ type Node struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// leaderChanges counts the leaders this node learned of (observe).
+	leaderChanges atomic.Uint64
 }
 
 // Start starts a node applying to fsm, bootstrapping Peers first when the
@@ -218,6 +221,7 @@ func Start(cfg Config, fsm raft.FSM) (*Node, error) {
 		n.closeTransport()
 		return nil, fmt.Errorf("replica node %s: %w", cfg.NodeID, err)
 	}
+	n.observe()
 	n.stop = make(chan struct{})
 	if changed != nil {
 		n.wg.Add(1)
@@ -251,6 +255,31 @@ func configuration(peers []Peer) raft.Configuration {
 	}
 	return c
 }
+
+// observe counts leader changes in a raft observer's filter, which raft
+// calls in its own goroutine for every observation: an atomic add there
+// costs nothing per write (leader observations come only with elections)
+// and, with no channel, nothing can be dropped as a full channel would.
+// A leader learned between NewRaft and the registration (raft's goroutines
+// already run) is counted by the seed below; one observed meanwhile has
+// already counted, so the seed's compare-and-swap finds the count moved.
+func (n *Node) observe() {
+	n.raft.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if lo, ok := o.Data.(raft.LeaderObservation); ok && lo.LeaderID != "" {
+			n.leaderChanges.Add(1)
+		}
+		return false
+	}))
+	if _, id := n.raft.LeaderWithID(); id != "" {
+		n.leaderChanges.CompareAndSwap(0, 1)
+	}
+}
+
+// LeaderChanges is how many times this node has learned of a leader since
+// it started, after knowing none or another (its own election included):
+// a leader re-elected after a vacancy this node saw counts again, one
+// re-elected before this node noticed it had gone does not.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // Raft is the node's raft instance, for what Node does not wrap.
 func (n *Node) Raft() *raft.Raft { return n.raft }

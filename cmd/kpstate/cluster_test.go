@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,10 +119,34 @@ func TestClusterExposure(t *testing.T) {
 	if err := withTLS.checkExposure(false); err != nil {
 		t.Errorf("checkExposure with [cluster.tls] = %v", err)
 	}
-	code, _, errs := kp(t, "serve", "--config", filepath.Join(dir, "off.toml"))
+	// serve runs as a child with a bound: if the rule broke it would
+	// serve for ever, and the test must fail, not hang.
+	code, errs := serveWithin(t, 10*time.Second, filepath.Join(dir, "off.toml"))
 	if code != exitUsage || !strings.Contains(errs, "cluster.peer[1].rpc_addr") {
 		t.Errorf("serve: exit %d, stderr %q; want 2 naming cluster.peer[1].rpc_addr", code, errs)
 	}
+}
+
+// serveWithin runs kpstate serve --config file as a child process that
+// must exit within bound: one still running then is killed (by its PID,
+// through the context), waited for, and fails the test.
+func serveWithin(t *testing.T, bound time.Duration, file string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kpstateBin, "serve", "--config", file)
+	cmd.Env = childEnv()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("kpstate serve --config %s still ran after %v (killed): it should have refused to start\nstderr %s", file, bound, errb.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("kpstate serve: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), errb.String()
 }
 
 func loadConfigText(t *testing.T, dir, name, text string) (*config, error) {
@@ -248,7 +277,17 @@ func TestClusterOfThreeServes(t *testing.T) {
 				n := &nodes[i]
 				until(t, n.id+" /readyz", func() bool { code, _ := n.get("/readyz", ""); return code == 200 })
 			}
-			st := clusterStatusOf(t, &nodes[0], opsTok, caFile)
+			// The first endpoint is down: the verb goes on to the next.
+			dead := "ws://" + freePorts(t, 1)[0]
+			code, out, errs := kp(t, argv("cluster", "status", "--json", "--endpoints", dead+","+nodes[0].start.Endpoint, "--token-file", opsTok, caArgs(caFile))...)
+			var st clusterStatusJSON
+			if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.Node != "n1" {
+				t.Fatalf("cluster status with a dead first endpoint: exit %d, stdout %s, stderr %s", code, out, errs)
+			}
+			if code, _, errs := kp(t, argv("cluster", "status", "--endpoints", dead, "--token-file", opsTok, caArgs(caFile))...); code != exitUsage || !strings.Contains(errs, "no endpoint answered") {
+				t.Errorf("cluster status with only a dead endpoint: exit %d, stderr %s; want 2, no endpoint answered", code, errs)
+			}
+			st = clusterStatusOf(t, &nodes[0], opsTok, caFile)
 			leaders := 0
 			for _, m := range st.Members {
 				if m.Suffrage != "voter" {
@@ -277,10 +316,21 @@ func TestClusterOfThreeServes(t *testing.T) {
 			if code, _, errs := kp(t, argv("put", ns, key, "--file", intent, "--schema", "keeppeek.media-intent.v1", "--create", base(&nodes[1]))...); code != exitOK {
 				t.Fatalf("put through n2: exit %d, %s", code, errs)
 			}
-			code, out, errs := kp(t, argv("get", ns, key, "--json", base(&nodes[2]))...)
+			code, out, errs = kp(t, argv("get", ns, key, "--json", base(&nodes[2]))...)
 			if code != exitOK || !strings.Contains(out, `"revision":1`) {
 				t.Fatalf("get through n3: exit %d, stdout %s, stderr %s", code, out, errs)
 			}
+			// Every member applied the put, as the leader hears it: asked
+			// through a follower or the leader alike.
+			applied := clusterStatusOf(t, &nodes[2], opsTok, caFile).AppliedIndex
+			until(t, "every member's progress at the leader shows the put", func() bool {
+				st := clusterStatusOf(t, &nodes[0], opsTok, caFile)
+				ok := st.ProgressFrom == st.Leader && st.Leader != "" && st.Term > 0 && st.CommitIndex >= applied && st.LastContactMs >= 0 && st.LeaderChanges > 0
+				for _, m := range st.Members {
+					ok = ok && m.AppliedIndex != nil && *m.AppliedIndex >= applied && m.Lag != nil && *m.Lag == 0 && m.LastContactMs != nil
+				}
+				return ok
+			})
 
 			// A plain principal: 403, exit 1.
 			code, out, errs = kp(t, argv("cluster", "status", "--endpoints", nodes[0].start.Endpoint, "--token-file", aliTok, caArgs(caFile))...)
@@ -304,7 +354,8 @@ func TestClusterOfThreeServes(t *testing.T) {
 					break
 				}
 			}
-			if code, _, errs := kp(t, argv("cluster", "transfer-leader", target, base(leader))...); code != exitOK {
+			// A change goes on past a node that cannot be reached too.
+			if code, _, errs := kp(t, argv("cluster", "transfer-leader", target, "--endpoints", dead+","+leader.start.Endpoint, "--token-file", opsTok, caArgs(caFile))...); code != exitOK {
 				t.Fatalf("transfer-leader %s: exit %d, %s", target, code, errs)
 			}
 			until(t, "the leader moves to "+target, func() bool { return clusterStatusOf(t, &nodes[0], opsTok, caFile).Leader == target })
@@ -312,6 +363,25 @@ func TestClusterOfThreeServes(t *testing.T) {
 				!strings.Contains(body, "statestore_cluster_members{suffrage=\"voter\"} 3") || !strings.Contains(body, "statestore_cluster_has_leader 1") {
 				t.Errorf("metrics: %d, missing the cluster gauges:\n%s", code, body)
 			}
+			// The raft state in the metrics: the new leader reports its
+			// followers, every node the term the transfer began.
+			newLeader := nodeByID(t, nodes, target)
+			until(t, "the new leader's metrics list both followers", func() bool {
+				_, body := newLeader.get(newLeader.start.Metrics, "")
+				m := metricValues(body)
+				ok := m["statestore_cluster_term"] > float64(st.Term) && m["statestore_cluster_leader_changes_total"] >= 2 &&
+					m["statestore_cluster_commit_index"] >= float64(applied) && m["statestore_cluster_applied_index"] >= float64(applied)
+				for _, n := range nodes {
+					if n.id != target {
+						_, lag := m[`statestore_cluster_follower_lag_entries{follower="`+n.id+`"}`]
+						_, contact := m[`statestore_cluster_follower_last_contact_seconds{follower="`+n.id+`"}`]
+						ok = ok && lag && contact
+					}
+				}
+				_, taken := m["statestore_cluster_snapshots_taken_total"]
+				_, installed := m["statestore_cluster_snapshots_installed_total"]
+				return ok && taken && installed
+			})
 			if withTLS {
 				// The peer ports are mutual TLS: a client without a
 				// certificate the cluster CA signed is refused.
@@ -364,6 +434,21 @@ func TestClusterOfThreeServes(t *testing.T) {
 	}
 }
 
+// metricValues is a Prometheus text exposition as name{labels} -> value.
+func metricValues(body string) map[string]float64 {
+	m := map[string]float64{}
+	for line := range strings.SplitSeq(body, "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			m[name] = f
+		}
+	}
+	return m
+}
+
 func caArgs(caFile string) []string {
 	if caFile == "" {
 		return nil
@@ -384,28 +469,76 @@ func nodeByID(t *testing.T, nodes []testNode, id string) *testNode {
 
 // normalizeCluster replaces what changes from run to run in cluster
 // status's human form: each node's raft address (and so the table's
-// widths), the applied index, and which node leads.
+// widths), the term, the indexes, the contact and counts, which node
+// leads, and the members' progress.
 func normalizeCluster(s string, nodes []testNode) string {
 	for _, n := range nodes {
 		s = strings.ReplaceAll(s, n.raft, "<RAFT_"+n.id+">")
 	}
 	var out []string
 	for line := range strings.SplitSeq(s, "\n") {
+		key, _, _ := strings.Cut(line, ":")
 		switch {
-		case strings.HasPrefix(line, "leader:"):
+		case key == "leader":
 			line = "leader:        <LEADER>"
-		case strings.HasPrefix(line, "applied index:"):
-			line = "applied index: <INDEX>"
-		default:
-			if strings.HasPrefix(line, "  ") { // a member's row: its widths follow the addresses
-				line = "  " + strings.Join(strings.Fields(line), " ")
-				line = strings.TrimSuffix(strings.TrimSuffix(line, " leader"), " follower")
-				if !strings.HasSuffix(line, "ROLE") {
-					line += " <ROLE>"
-				}
+		case key == "state":
+			line = "state:         <STATE>, term <TERM>"
+		case key == "last contact":
+			line = "last contact:  <CONTACT>"
+		case key == "applied index" || key == "commit index" || key == "last log":
+			line = line[:15] + "<INDEX>"
+		case key == "leaders seen":
+			line = "leaders seen:  <N>"
+		case key == "snapshots":
+			line = "snapshots:     <N> taken, <N> installed"
+		case key == "members":
+			n, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "members:")), " ")
+			line = "members:       " + n + " (<PROGRESS>)"
+		case strings.HasPrefix(line, "  "): // a member's row: its widths follow the addresses
+			f := strings.Fields(line)
+			if f[0] != "ID" && len(f) == 7 {
+				f = append(f[:3], "<ROLE> <APPLIED> <LAG> <CONTACT>")
 			}
+			line = "  " + strings.Join(f, " ")
 		}
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestFormatClusterStatus: the human status shows each member's progress
+// as the leader gave it, "-" where it could not, and says why; a node
+// that never heard from a leader says so.
+func TestFormatClusterStatus(t *testing.T) {
+	t.Parallel()
+	u := func(v uint64) *uint64 { return &v }
+	i := func(v int64) *int64 { return &v }
+	cases := []struct {
+		name string
+		st   clusterStatusJSON
+		want []string
+	}{
+		{"leader with progress", clusterStatusJSON{Node: "n1", Leader: "n1", LeaderAddr: "r1", State: "leader", Term: 4, AppliedIndex: 9, CommitIndex: 9,
+			LastLogIndex: 9, LeaderChanges: 2, SnapshotsTaken: 1, ProgressFrom: "n1", Members: []memberStatus{
+				{ID: "n1", RaftAddr: "r1", Suffrage: "voter", Leader: true, AppliedIndex: u(9), Lag: u(0), LastContactMs: i(0)},
+				{ID: "n2", RaftAddr: "r2", Suffrage: "voter", AppliedIndex: u(4), Lag: u(5), LastContactMs: i(1500)},
+				{ID: "n3", RaftAddr: "r3", Suffrage: "nonvoter", AppliedIndex: u(9), Lag: u(0)}}},
+			[]string{"state:         leader, term 4\n", "last contact:  this node leads\n", "leaders seen:  2\n", "snapshots:     1 taken, 0 installed\n",
+				"members:       3 (as the leader n1 last heard them)\n", "  n2  r2            voter     follower  4        5    1.5s\n",
+				"  n3  r3            nonvoter  follower  9        0    -\n"}},
+		{"follower without a leader", clusterStatusJSON{Node: "n2", State: "candidate", Term: 7, LastContactMs: -1,
+			ProgressError: "no leader is known", Members: []memberStatus{{ID: "n1", RaftAddr: "r1", Suffrage: "voter"}}},
+			[]string{"leader:        none known\n", "ready:         no\n", "last contact:  never\n",
+				"members:       1 (progress unknown: no leader is known)\n", "  n1  r1            voter     follower  -        -    -\n"}},
+		{"follower", clusterStatusJSON{Node: "n2", Leader: "n1", LeaderAddr: "r1", Ready: true, State: "follower", LastContactMs: 12, ProgressFrom: "n1"},
+			[]string{"leader:        n1 (r1)\n", "ready:         yes\n", "last contact:  12ms ago\n"}},
+	}
+	for _, c := range cases {
+		got := formatClusterStatus(c.st)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: no %q in\n%s", c.name, w, got)
+			}
+		}
+	}
 }

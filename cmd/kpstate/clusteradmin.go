@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,23 +22,45 @@ import (
 const clusterAPI = "/api/cluster"
 
 // clusterStatusJSON is GET /api/cluster, and kpstate cluster status
-// --json.
+// --json: this node's raft state (statestore.ClusterStats), and each
+// member with its progress as the leader last heard it.
 type clusterStatusJSON struct {
-	Node         string         `json:"node"`
-	Leader       string         `json:"leader"`      // "" when none is known
-	LeaderAddr   string         `json:"leader_addr"` // its raft address
-	IsLeader     bool           `json:"is_leader"`
-	Ready        bool           `json:"ready"` // /readyz's answer
-	AppliedIndex uint64         `json:"applied_index"`
-	Members      []memberStatus `json:"members"`
+	Node         string `json:"node"`
+	Leader       string `json:"leader"`      // "" when none is known
+	LeaderAddr   string `json:"leader_addr"` // its raft address
+	IsLeader     bool   `json:"is_leader"`
+	Ready        bool   `json:"ready"` // /readyz's answer
+	State        string `json:"state"` // follower, candidate, leader or shutdown
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastLogIndex uint64 `json:"last_log_index"`
+	// LastContactMs is how long ago this node heard from a leader: 0 on
+	// the leader, -1 if never.
+	LastContactMs      int64  `json:"last_contact_ms"`
+	LeaderChanges      uint64 `json:"leader_changes"`
+	SnapshotsTaken     uint64 `json:"snapshots_taken"`
+	SnapshotsInstalled uint64 `json:"snapshots_installed"`
+	// ProgressFrom is the leader whose view the members' progress is; ""
+	// with ProgressError saying why when the leader could not tell.
+	ProgressFrom  string         `json:"progress_from"`
+	ProgressError string         `json:"progress_error,omitempty"`
+	Members       []memberStatus `json:"members"`
 }
 
-// memberStatus is one member of the configuration.
+// memberStatus is one member of the configuration. The progress fields
+// are the leader's view (statestore.FollowerStats; the leader's own row
+// has its applied index, lag 0 and contact 0), absent when no leader
+// could tell or the leader has not heard from the member since it took
+// over.
 type memberStatus struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	Suffrage string `json:"suffrage"` // "voter" or "nonvoter"
-	Leader   bool   `json:"leader"`
+	ID            string  `json:"id"`
+	RaftAddr      string  `json:"raft_addr"`
+	Suffrage      string  `json:"suffrage"` // "voter" or "nonvoter"
+	Leader        bool    `json:"leader"`
+	AppliedIndex  *uint64 `json:"applied_index,omitempty"`
+	Lag           *uint64 `json:"lag,omitempty"`             // entries its log lacks beside the leader's
+	LastContactMs *int64  `json:"last_contact_ms,omitempty"` // since it last heard from a leader, as far as the leader knows
 }
 
 // clusterRequest is the body of the POST verbs.
@@ -57,17 +78,19 @@ type adminError struct {
 // mountClusterAdmin serves the admin surface on mux. A single store has
 // none: its routes answer 404 naming why.
 func (s *server) mountClusterAdmin(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+clusterAPI, s.admin(func(cl *statestore.Cluster, _ clusterRequest) (any, error) { return s.clusterStatus(cl) }))
-	mux.HandleFunc("POST "+clusterAPI+"/add-voter", s.admin(func(cl *statestore.Cluster, r clusterRequest) (any, error) {
+	mux.HandleFunc("GET "+clusterAPI, s.admin(func(ctx context.Context, cl *statestore.Cluster, _ clusterRequest) (any, error) {
+		return s.clusterStatus(ctx, cl)
+	}))
+	mux.HandleFunc("POST "+clusterAPI+"/add-voter", s.admin(func(_ context.Context, cl *statestore.Cluster, r clusterRequest) (any, error) {
 		return nil, cl.AddVoter(statestore.Peer{ID: r.ID, RaftAddr: r.RaftAddr, RPCAddr: r.RPCAddr})
 	}))
-	mux.HandleFunc("POST "+clusterAPI+"/remove", s.admin(func(cl *statestore.Cluster, r clusterRequest) (any, error) {
+	mux.HandleFunc("POST "+clusterAPI+"/remove", s.admin(func(_ context.Context, cl *statestore.Cluster, r clusterRequest) (any, error) {
 		if r.ID == "" {
 			return nil, &statestore.Error{Code: statestore.InvalidArgument, Field: "id", Message: "the ID of the server to remove is required"}
 		}
 		return nil, cl.RemoveServer(r.ID)
 	}))
-	mux.HandleFunc("POST "+clusterAPI+"/transfer-leader", s.admin(func(cl *statestore.Cluster, r clusterRequest) (any, error) {
+	mux.HandleFunc("POST "+clusterAPI+"/transfer-leader", s.admin(func(_ context.Context, cl *statestore.Cluster, r clusterRequest) (any, error) {
 		return nil, cl.TransferLeadership(r.ID)
 	}))
 }
@@ -75,7 +98,7 @@ func (s *server) mountClusterAdmin(mux *http.ServeMux) {
 // admin wraps a cluster verb: the token's principal must be an admin,
 // the store a cluster node; the answer is the verb's JSON (the status
 // after a change), or {"error":{...}} with the HTTP status of its code.
-func (s *server) admin(verb func(*statestore.Cluster, clusterRequest) (any, error)) http.HandlerFunc {
+func (s *server) admin(verb func(context.Context, *statestore.Cluster, clusterRequest) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		p, err := s.table.Authenticate(r)
@@ -108,7 +131,7 @@ func (s *server) admin(verb func(*statestore.Cluster, clusterRequest) (any, erro
 				return
 			}
 		}
-		v, err := verb(cl, req)
+		v, err := verb(r.Context(), cl, req)
 		if err != nil {
 			var se *statestore.Error
 			if !errors.As(err, &se) {
@@ -120,7 +143,7 @@ func (s *server) admin(verb func(*statestore.Cluster, clusterRequest) (any, erro
 		}
 		if r.Method == http.MethodPost {
 			s.log.Info("cluster admin request", "principal", p.ID, "path", r.URL.Path, "id", req.ID)
-			if v, err = s.clusterStatus(cl); err != nil {
+			if v, err = s.clusterStatus(r.Context(), cl); err != nil {
 				writeAdmin(w, http.StatusServiceUnavailable, adminError{refusal{Code: statestore.Unavailable.String(), Message: err.Error()}})
 				return
 			}
@@ -149,23 +172,65 @@ func writeAdmin(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// clusterStatus is this node's view of the cluster.
-func (s *server) clusterStatus(cl *statestore.Cluster) (clusterStatusJSON, error) {
+// leaderStatsWait bounds the call in which a follower asks the leader for
+// its followers' progress while it answers a status.
+const leaderStatsWait = 2 * time.Second
+
+// clusterStatus is this node's view of the cluster, with the members'
+// progress asked of the leader.
+func (s *server) clusterStatus(ctx context.Context, cl *statestore.Cluster) (clusterStatusJSON, error) {
 	members, err := cl.Members()
 	if err != nil {
 		return clusterStatusJSON{}, err
 	}
-	st := clusterStatusJSON{Node: cl.NodeID(), IsLeader: cl.IsLeader(), Ready: s.clusterUnready() == "", AppliedIndex: cl.AppliedIndex(),
-		Members: []memberStatus{}}
+	own := cl.Stats()
+	st := clusterStatusJSON{Node: cl.NodeID(), IsLeader: cl.IsLeader(), Ready: s.clusterUnready() == "",
+		State: own.State, Term: own.Term, CommitIndex: own.CommitIndex, AppliedIndex: own.AppliedIndex, LastLogIndex: own.LastLogIndex,
+		LastContactMs: millis(own.LastContact), LeaderChanges: own.LeaderChanges, SnapshotsTaken: own.SnapshotsTaken,
+		SnapshotsInstalled: own.SnapshotsInstalled, Members: []memberStatus{}}
 	st.Leader, st.LeaderAddr = cl.Leader()
+	ctx, cancel := context.WithTimeout(ctx, leaderStatsWait)
+	defer cancel()
+	ls, err := cl.LeaderStats(ctx)
+	if err != nil {
+		st.ProgressError = err.Error()
+	} else {
+		st.ProgressFrom = ls.NodeID
+	}
 	for _, m := range members {
 		suffrage := "nonvoter"
 		if m.Voter {
 			suffrage = "voter"
 		}
-		st.Members = append(st.Members, memberStatus{ID: m.ID, RaftAddr: m.Addr, Suffrage: suffrage, Leader: m.ID == st.Leader})
+		ms := memberStatus{ID: m.ID, RaftAddr: m.Addr, Suffrage: suffrage, Leader: m.ID == st.Leader}
+		switch {
+		case err != nil:
+		case m.ID == ls.NodeID:
+			applied, lag, contact := ls.AppliedIndex, uint64(0), int64(0)
+			ms.AppliedIndex, ms.Lag, ms.LastContactMs = &applied, &lag, &contact
+		default:
+			for _, f := range ls.Followers {
+				if f.ID == m.ID && f.Answered {
+					applied, lag := f.AppliedIndex, f.Lag
+					ms.AppliedIndex, ms.Lag = &applied, &lag
+					if f.LastContact >= 0 {
+						contact := millis(f.LastContact)
+						ms.LastContactMs = &contact
+					}
+				}
+			}
+		}
+		st.Members = append(st.Members, ms)
 	}
 	return st, nil
+}
+
+// millis is d in whole milliseconds, -1 for a negative d (never).
+func millis(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
 }
 
 // clusterUnready says why a cluster node is not ready ("" when it is, or
@@ -190,51 +255,6 @@ func (s *server) clusterUnready() string {
 	return ""
 }
 
-// leaderWatch counts the leader changes a cluster node sees, for the
-// metrics: statestore.Cluster reports the leader, not its history, so
-// it is sampled every leaderPoll.
-type leaderWatch struct {
-	changes atomic.Uint64
-	stop    chan struct{}
-	done    sync.WaitGroup
-}
-
-// leaderPoll is how often leaderWatch samples the leader: well under the
-// default 300 ms election timeout, so a change is rarely missed.
-const leaderPoll = 50 * time.Millisecond
-
-func watchLeader(cl *statestore.Cluster) *leaderWatch {
-	lw := &leaderWatch{stop: make(chan struct{})}
-	lw.done.Add(1)
-	go func() {
-		defer lw.done.Done()
-		t := time.NewTicker(leaderPoll)
-		defer t.Stop()
-		last, _ := cl.Leader()
-		for {
-			select {
-			case <-lw.stop:
-				return
-			case <-t.C:
-				if id, _ := cl.Leader(); id != last {
-					if id != "" {
-						lw.changes.Add(1)
-					}
-					last = id
-				}
-			}
-		}
-	}()
-	return lw
-}
-
-func (lw *leaderWatch) close() {
-	if lw != nil {
-		close(lw.stop)
-		lw.done.Wait()
-	}
-}
-
 // metricsHandler is the store's metrics, and in cluster mode the raft
 // state statestore.Cluster exposes.
 func (s *server) metricsHandler(src promstats.Source) http.Handler {
@@ -257,14 +277,27 @@ var (
 	descLeader        = prometheus.NewDesc("statestore_cluster_is_leader", "1 while this node leads and admits writes.", nil, nil)
 	descHasLeader     = prometheus.NewDesc("statestore_cluster_has_leader", "1 while this node knows a leader.", nil, nil)
 	descReady         = prometheus.NewDesc("statestore_cluster_ready", "1 while /readyz answers ready: a leader known and this node caught up.", nil, nil)
+	descTerm          = prometheus.NewDesc("statestore_cluster_term", "The raft term this node is in.", nil, nil)
+	descCommit        = prometheus.NewDesc("statestore_cluster_commit_index", "The highest raft index this node knows committed.", nil, nil)
 	descApplied       = prometheus.NewDesc("statestore_cluster_applied_index", "The raft index of the last entry this node's state machine applied.", nil, nil)
+	descLastLog       = prometheus.NewDesc("statestore_cluster_last_log_index", "The last raft index this node's log holds, committed or not.", nil, nil)
+	descLastContact   = prometheus.NewDesc("statestore_cluster_last_contact_seconds", "How long ago this node last heard from a leader: 0 on the leader; absent while it never has.", nil, nil)
 	descMembers       = prometheus.NewDesc("statestore_cluster_members", "The members of the raft configuration, by suffrage.", []string{"suffrage"}, nil)
-	descLeaderChanges = prometheus.NewDesc("statestore_cluster_leader_changes_total", "Leaders this node has seen take over since it started (sampled every 50 ms).", nil, nil)
+	descLeaderChanges = prometheus.NewDesc("statestore_cluster_leader_changes_total", "Leaders this node has learned of since it started, after knowing none or another.", nil, nil)
+	descTaken         = prometheus.NewDesc("statestore_cluster_snapshots_taken_total", "Raft snapshots this node wrote of its own state since it started.", nil, nil)
+	descInstalled     = prometheus.NewDesc("statestore_cluster_snapshots_installed_total", "Raft snapshots a leader sent this node to replace its state with, since it started.", nil, nil)
+	descFollowerLag   = prometheus.NewDesc("statestore_cluster_follower_lag_entries",
+		"On the leader: the entries the follower's log lacks (the leader's last log index less the follower's at its last answer).", []string{"follower"}, nil)
+	descFollowerContact = prometheus.NewDesc("statestore_cluster_follower_last_contact_seconds",
+		"On the leader: how long ago the follower last heard from a leader, as far as the leader knows; absent until it has answered.", []string{"follower"}, nil)
 )
+
+var clusterDescs = []*prometheus.Desc{descLeader, descHasLeader, descReady, descTerm, descCommit, descApplied, descLastLog, descLastContact,
+	descMembers, descLeaderChanges, descTaken, descInstalled, descFollowerLag, descFollowerContact}
 
 // Describe sends the cluster metrics' descriptions.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descHasLeader, descReady, descApplied, descMembers, descLeaderChanges} {
+	for _, d := range clusterDescs {
 		ch <- d
 	}
 }
@@ -277,11 +310,23 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
-	id, _ := c.cl.Leader()
-	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, b(c.cl.IsLeader()))
-	ch <- prometheus.MustNewConstMetric(descHasLeader, prometheus.GaugeValue, b(id != ""))
-	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, b(c.s.clusterUnready() == ""))
-	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(c.cl.AppliedIndex()))
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	st := c.cl.Stats()
+	gauge(descLeader, b(c.cl.IsLeader()))
+	gauge(descHasLeader, b(st.Leader != ""))
+	gauge(descReady, b(c.s.clusterUnready() == ""))
+	gauge(descTerm, float64(st.Term))
+	gauge(descCommit, float64(st.CommitIndex))
+	gauge(descApplied, float64(st.AppliedIndex))
+	gauge(descLastLog, float64(st.LastLogIndex))
+	if st.LastContact >= 0 {
+		gauge(descLastContact, st.LastContact.Seconds())
+	}
 	voters, others := 0, 0
 	if ms, err := c.cl.Members(); err == nil {
 		for _, m := range ms {
@@ -292,9 +337,15 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(voters), "voter")
-	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(others), "nonvoter")
-	if c.s.leaders != nil {
-		ch <- prometheus.MustNewConstMetric(descLeaderChanges, prometheus.CounterValue, float64(c.s.leaders.changes.Load()))
+	gauge(descMembers, float64(voters), "voter")
+	gauge(descMembers, float64(others), "nonvoter")
+	counter(descLeaderChanges, st.LeaderChanges)
+	counter(descTaken, st.SnapshotsTaken)
+	counter(descInstalled, st.SnapshotsInstalled)
+	for _, f := range st.Followers {
+		gauge(descFollowerLag, float64(f.Lag), f.ID)
+		if f.LastContact >= 0 {
+			gauge(descFollowerContact, f.LastContact.Seconds(), f.ID)
+		}
 	}
 }

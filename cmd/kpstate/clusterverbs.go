@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/keeppeek/statestore/internal/cliflag"
 )
@@ -16,7 +20,7 @@ import (
 // over its HTTP admin surface (clusterAPI) as an admin token's principal.
 func runCluster(args []string, stdout, stderr io.Writer) int {
 	subs := []cliflag.Sub{
-		{Name: "status", Summary: "the node's view: leader, members with suffrage, its applied index", Run: runClusterStatus},
+		{Name: "status", Summary: "the node's raft state; each member's applied index, lag and last contact", Run: runClusterStatus},
 		{Name: "add-voter", Summary: "add a voter: ID RAFT_ADDR RPC_ADDR (at the leader)", Run: runClusterAddVoter},
 		{Name: "remove", Summary: "remove a server from the configuration: ID (at the leader)", Run: runClusterRemove},
 		{Name: "transfer-leader", Summary: "hand leadership to ID, or the most caught-up follower (at the leader)", Run: runClusterTransfer},
@@ -33,13 +37,18 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 }
 
 const clusterVerbAbout = ` The verb is a request to the first of --endpoints (ws:// or wss://, as its HTTP
-address) as an admin principal; a plain principal's token is refused 403 (exit 1). A membership or
-leadership change must reach the leader: "kpstate cluster status" names it.`
+address) that answers, tried in order, as an admin principal; a plain principal's token is refused
+403 (exit 1). A change goes on to the next endpoint only when the connection could not be made, so
+it is never sent twice. A membership or leadership change must reach the leader: "kpstate cluster
+status" names it.`
 
 func runClusterStatus(args []string, stdout, stderr io.Writer) int {
 	_, o := newClientCommand("cluster status", cliflag.Help{Synopsis: "[--json]",
-		About: `Prints the node's view of the cluster: its ID, the leader (and its raft address), whether this
-node is ready (a leader known and caught up), its applied raft index, and each member with its suffrage.` + clusterVerbAbout,
+		About: `Prints the node's view of the cluster: its ID, raft state and term, the leader (and its raft
+address), whether this node is ready (a leader known and caught up), how long ago it heard from the
+leader, its applied, commit and last log index, the leaders it has seen and the raft snapshots it took
+and installed; then each member with its suffrage and, as the leader last heard it (asked of the
+leader), its applied index, its lag in entries and how long ago it heard from the leader.` + clusterVerbAbout,
 		Examples: []string{"kpstate cluster status --endpoints ws://127.0.0.1:8765 --token-file ops.token",
 			"kpstate cluster status --json --token-file ops.token | jq .leader"}}, stdout, stderr)
 	if code := o.parse(args, 0); code >= 0 {
@@ -84,7 +93,10 @@ status after.` + clusterVerbAbout,
 
 // clusterCall makes one admin request and prints its answer, the status:
 // exit 1 when the server refused it ({"error":{...}}), 2 for a
-// connection or authentication failure.
+// connection or authentication failure. It tries each of --endpoints in
+// order until one answers: a node that is down must not fail the verb. A
+// change (POST) moves on only when the connection could not be made, so
+// it is never sent twice; a status moves on after any failure to answer.
 func (o *clientOptions) clusterCall(method, path string, req clusterRequest) int {
 	tok, err := o.token()
 	if err != nil {
@@ -94,29 +106,53 @@ func (o *clientOptions) clusterCall(method, path string, req clusterRequest) int
 	if err != nil {
 		return o.cmd.Fail(exitUsage, "%v", err)
 	}
-	ep := o.endpointList()[0]
-	base, ok := strings.CutPrefix(ep, "ws")
-	if !ok || !(strings.HasPrefix(base, "://") || strings.HasPrefix(base, "s://")) {
-		return o.cmd.UsageError("--endpoints %s: want ws:// or wss://", ep)
+	var urls []string
+	eps := o.endpointList()
+	for _, ep := range eps {
+		base, ok := strings.CutPrefix(ep, "ws")
+		if !ok || !(strings.HasPrefix(base, "://") || strings.HasPrefix(base, "s://")) {
+			return o.cmd.UsageError("--endpoints %s: want ws:// or wss://", ep)
+		}
+		urls = append(urls, "http"+strings.TrimSuffix(base, "/ws")+clusterAPI+path)
 	}
-	var body io.Reader
+	var body []byte
 	if method == http.MethodPost {
-		b, _ := json.Marshal(req)
-		body = bytes.NewReader(b)
-	}
-	hr, err := http.NewRequest(method, "http"+strings.TrimSuffix(base, "/ws")+clusterAPI+path, body)
-	if err != nil {
-		return o.cmd.Fail(exitUsage, "%v", err)
-	}
-	hr.Header.Set("Authorization", "Bearer "+tok)
-	if body != nil {
-		hr.Header.Set("Content-Type", "application/json")
+		body, _ = json.Marshal(req)
 	}
 	hc := &http.Client{Timeout: o.timeout, Transport: &http.Transport{TLSClientConfig: tc}}
-	resp, err := hc.Do(hr)
-	if err != nil {
-		return o.cmd.Fail(exitUsage, "%v", err)
+	defer hc.CloseIdleConnections()
+	var failed []string
+	for i, u := range urls {
+		ep := eps[i]
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		hr, err := http.NewRequest(method, u, rd)
+		if err != nil {
+			return o.cmd.Fail(exitUsage, "%v", err)
+		}
+		hr.Header.Set("Authorization", "Bearer "+tok)
+		if body != nil {
+			hr.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(hr)
+		if err != nil {
+			failed = append(failed, err.Error())
+			var oe *net.OpError
+			if method == http.MethodPost && !(errors.As(err, &oe) && oe.Op == "dial") {
+				// The change may have reached this node: not sent again.
+				return o.cmd.Fail(exitUsage, "%s did not answer, and the change may have reached it: %v", ep, err)
+			}
+			continue
+		}
+		return o.clusterAnswer(ep, resp)
 	}
+	return o.cmd.Fail(exitUsage, "no endpoint answered: %s", strings.Join(failed, "; "))
+}
+
+// clusterAnswer prints one endpoint's answer.
+func (o *clientOptions) clusterAnswer(ep string, resp *http.Response) int {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
@@ -144,7 +180,9 @@ func (o *clientOptions) clusterCall(method, path string, req clusterRequest) int
 	return o.printf("%s", formatClusterStatus(st))
 }
 
-// formatClusterStatus is the status for people.
+// formatClusterStatus is the status for people: this node's raft state,
+// then each member with its progress as the leader last heard it ("-"
+// where the leader could not tell).
 func formatClusterStatus(st clusterStatusJSON) string {
 	var b strings.Builder
 	leader := "none known"
@@ -155,16 +193,38 @@ func formatClusterStatus(st clusterStatusJSON) string {
 	if !st.Ready {
 		ready = "no"
 	}
-	fmt.Fprintf(&b, "node:          %s\nleader:        %s\nready:         %s\napplied index: %d\nmembers:       %d\n",
-		st.Node, leader, ready, st.AppliedIndex, len(st.Members))
+	contact := "never"
+	if st.State == "leader" {
+		contact = "this node leads"
+	} else if st.LastContactMs >= 0 {
+		contact = (time.Duration(st.LastContactMs) * time.Millisecond).String() + " ago"
+	}
+	progress := "as the leader " + st.ProgressFrom + " last heard them"
+	if st.ProgressFrom == "" {
+		progress = "progress unknown: " + st.ProgressError
+	}
+	fmt.Fprintf(&b, "node:          %s\nstate:         %s, term %d\nleader:        %s\nready:         %s\nlast contact:  %s\n"+
+		"applied index: %d\ncommit index:  %d\nlast log:      %d\nleaders seen:  %d\nsnapshots:     %d taken, %d installed\nmembers:       %d (%s)\n",
+		st.Node, st.State, st.Term, leader, ready, contact, st.AppliedIndex, st.CommitIndex, st.LastLogIndex, st.LeaderChanges,
+		st.SnapshotsTaken, st.SnapshotsInstalled, len(st.Members), progress)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tSUFFRAGE\tROLE")
+	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tSUFFRAGE\tROLE\tAPPLIED\tLAG\tLAST CONTACT")
 	for _, m := range st.Members {
 		role := "follower"
 		if m.Leader {
 			role = "leader"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, m.Suffrage, role)
+		applied, lag, last := "-", "-", "-"
+		if m.AppliedIndex != nil {
+			applied = strconv.FormatUint(*m.AppliedIndex, 10)
+		}
+		if m.Lag != nil {
+			lag = strconv.FormatUint(*m.Lag, 10)
+		}
+		if m.LastContactMs != nil {
+			last = (time.Duration(*m.LastContactMs) * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, m.Suffrage, role, applied, lag, last)
 	}
 	tw.Flush()
 	return b.String()

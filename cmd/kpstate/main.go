@@ -95,8 +95,13 @@
 //     address off loopback needs [cluster.tls] (mutual TLS, the cluster
 //     CA the only one trusted) or --insecure. /readyz is ready only while
 //     a leader is known and the node has caught up; the cluster admin
-//     surface answers admin principals only (403 otherwise).
-//     Code: clusterSection.check, clusterSection.checkExposure, clusterSection.loadTLS, server.clusterUnready, server.admin.
+//     surface answers admin principals only (403 otherwise). Its status
+//     and the metrics carry the node's raft state and each member's
+//     progress as the leader last heard it; the cluster verbs try each
+//     endpoint in order until one answers, a change only past one that
+//     could not be reached, so it is never sent twice.
+//     Code: clusterSection.check, clusterSection.checkExposure, clusterSection.loadTLS, server.clusterUnready, server.admin,
+//     server.clusterStatus, clusterCollector.Collect, clientOptions.clusterCall.
 //     Tests: TestClusterConfigRefusals, TestClusterExposure, TestClusterOfThreeServes.
 package main
 

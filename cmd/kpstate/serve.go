@@ -169,7 +169,6 @@ type server struct {
 	servers   []*http.Server          // the API's, then the metrics' when configured
 	listeners []net.Listener          // the same order
 	failed    chan error              // a Serve that returned for another reason than the shutdown
-	leaders   *leaderWatch            // a cluster node's leader changes; nil for a single store
 }
 
 // startServer opens the store (or, if it cannot, serves it UNAVAILABLE),
@@ -211,9 +210,6 @@ func startServer(cfg *config, tlsConf, peerTLS *tls.Config, log *slog.Logger) (*
 		log.Error("the store cannot be opened: serving it UNAVAILABLE", "data_dir", cfg.DataDir, "err", err)
 	} else {
 		log.Info("store open", "data_dir", cfg.DataDir, "cluster", cfg.Cluster != nil)
-		if cl := s.store.Cluster(); cl != nil {
-			s.leaders = watchLeader(cl)
-		}
 	}
 	if err := s.budgetConnections(); err != nil {
 		s.closeStore()
@@ -462,8 +458,6 @@ func (s *server) closeStore() error {
 	if s.store == nil {
 		return nil
 	}
-	s.leaders.close()
-	s.leaders = nil
 	err := s.store.Close()
 	if err != nil {
 		s.log.Error("store close", "err", err)
