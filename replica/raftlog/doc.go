@@ -75,8 +75,11 @@
 //  2. The log answers as raft.InmemStore does for every sequence raft can
 //     issue (StoreLog(s), GetLog, First/LastIndex, prefix, suffix and
 //     whole deletions, reopen), entries field by field, and GetLog reads
-//     concurrently with the changes.
-//     Code: LogStore.GetLog, LogStore.DeleteRange, LogStore.FirstIndex, LogStore.LastIndex.
+//     concurrently with the changes. The newest 512 entries stored are
+//     also held in memory (raft's replication reads back what the leader
+//     just stored, once per follower) and any deletion or reset forgets
+//     them, so memory never answers for an entry the journal dropped.
+//     Code: LogStore.GetLog, LogStore.DeleteRange, LogStore.FirstIndex, LogStore.LastIndex, LogStore.remember, LogStore.forget.
 //     Tests: TestDifferentialAgainstInmemStore, TestReadsDuringStores,
 //     TestRaftRunsOnTheStores.
 //  3. What raft's contract rules out is refused with a *RefusedError

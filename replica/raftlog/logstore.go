@@ -98,7 +98,20 @@ type LogStore struct {
 	closed  bool
 	recs    []*journal.Record
 	ents    []journal.RaftEntry
+
+	// recent holds the newest entries stored, entry i at i mod its
+	// length, so that raft's replication (which reads back what the
+	// leader just stored, for every follower) is served from memory, not
+	// the journal. Guarded by rmu, not mu: GetLog must not wait for a
+	// StoreLogs' fdatasync. Any deletion empties it.
+	rmu    sync.RWMutex
+	recent []*raft.Log
 }
+
+// recentEntries is the length of LogStore.recent: more than raft sends a
+// follower in one AppendEntries (MaxAppendEntries, 64 by default) times
+// the batches a slow follower trails by.
+const recentEntries = 512
 
 var (
 	_ raft.LogStore               = (*LogStore)(nil)
@@ -213,6 +226,15 @@ func (s *LogStore) LastIndex() (uint64, error) {
 // GetLog reads the entry at index into log; raft.ErrLogNotFound when the
 // log does not hold it. Each read checks the entry's CRC.
 func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
+	s.rmu.RLock()
+	if len(s.recent) > 0 {
+		if l := s.recent[index%uint64(len(s.recent))]; l != nil && l.Index == index {
+			*log = *l
+			s.rmu.RUnlock()
+			return nil
+		}
+	}
+	s.rmu.RUnlock()
 	frame, err := s.j.Read(index, nil)
 	if errors.Is(err, journal.ErrNoRecord) {
 		return raft.ErrLogNotFound
@@ -270,6 +292,7 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		// The log is empty: it may continue anywhere (the entries
 		// before start live in a snapshot). Reset is durable before the
 		// batch is written, so a crash leaves an empty log at start.
+		s.forget()
 		if err := s.j.Reset(start); err != nil {
 			return fmt.Errorf("raftlog: store logs at index %d: %w", start, err)
 		}
@@ -307,7 +330,28 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		return fmt.Errorf("raftlog: store logs %d..%d: %w", start, start+uint64(len(logs))-1, err)
 	}
 	s.commit = max(s.commit, min(commit, start+uint64(len(logs))-1))
+	s.remember(logs)
 	return nil
+}
+
+// remember puts logs, just stored, into recent. Raft never changes an
+// entry it handed to StoreLogs, so holding it is safe.
+func (s *LogStore) remember(logs []*raft.Log) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.recent == nil {
+		s.recent = make([]*raft.Log, recentEntries)
+	}
+	for _, l := range logs {
+		s.recent[l.Index%uint64(len(s.recent))] = l
+	}
+}
+
+// forget empties recent (entries were deleted, or the store closed).
+func (s *LogStore) forget() {
+	s.rmu.Lock()
+	clear(s.recent)
+	s.rmu.Unlock()
 }
 
 // DeleteRange deletes the entries min..max (inclusive). Three shapes are
@@ -328,6 +372,11 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 		return &RefusedError{Op: "delete range", Index: lo, Err: ErrRange, Reason: fmt.Sprintf("min %d is above max %d", lo, hi)}
 	}
 	first, last, empty := s.bounds()
+	if !(empty || hi < first || lo > last) {
+		// Whatever is deleted (or fails half way) is no longer served
+		// from memory.
+		defer s.forget()
+	}
 	switch {
 	case empty || hi < first || lo > last:
 		return nil // nothing stored in the range
@@ -398,6 +447,7 @@ func (s *LogStore) GetCommitIndex() (uint64, error) {
 // included: raft persists a batch's commit only with the next one) and
 // closes the journal.
 func (s *LogStore) Close() error {
+	s.forget()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
