@@ -339,7 +339,8 @@ func raftOutcome(f raft.ApplyFuture) error {
 	return &Error{Code: Storage, Field: "raft log", Message: err.Error(), Err: err}
 }
 
-// The forwarding protocol between nodes: one JSON request, one answer.
+// The forwarding protocol between nodes: one request, one answer, in the
+// binary form of cluster_codec.go (JSON for the rare calls).
 const (
 	verbPut       = "put"
 	verbDelete    = "delete"
@@ -422,11 +423,7 @@ func (c *clusterNode) forward(ctx context.Context, id string, req *fwdRequest) (
 	if !ok {
 		return resp, false, newErr(Unavailable, "leader", "the leader %q has no known RPC address", id)
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return resp, false, wrapErr(InvalidArgument, "request", err)
-	}
-	out, err := c.caller.Call(ctx, addr, body)
+	out, err := c.caller.Call(ctx, addr, encodeForward(req))
 	if err != nil {
 		var ne *replica.NotSentError
 		if errors.As(err, &ne) || errors.Is(err, replica.ErrNoPeer) {
@@ -437,7 +434,7 @@ func (c *clusterNode) forward(ctx context.Context, id string, req *fwdRequest) (
 		}
 		return resp, true, &Error{Code: Unavailable, Field: "commit", Message: fmt.Sprintf("the call forwarded to the leader %q failed after it was sent: the outcome is unknown (%v)", id, err), Err: err}
 	}
-	if err := json.Unmarshal(out, &resp); err != nil {
+	if resp, err = decodeAnswer(out); err != nil {
 		return resp, true, &Error{Code: Unavailable, Field: "commit", Message: fmt.Sprintf("the leader %q answered what does not decode: the outcome is unknown (%v)", id, err), Err: err}
 	}
 	return resp, true, nil
@@ -446,7 +443,13 @@ func (c *clusterNode) forward(ctx context.Context, id string, req *fwdRequest) (
 // handle serves a forwarded call at the leader.
 func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 	var req fwdRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	binaryForm := isBinaryForward(body)
+	if binaryForm {
+		var err error
+		if req, err = decodeForward(body); err != nil {
+			return nil, err
+		}
+	} else if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("forwarded request does not decode: %w", err)
 	}
 	if req.Verb == verbAgree {
@@ -518,6 +521,9 @@ func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	if req.Verb != verbReadIndex {
 		resp.Index = c.fsm.appliedIndex()
+	}
+	if binaryForm {
+		return encodeAnswer(&resp), nil
 	}
 	return json.Marshal(&resp)
 }
