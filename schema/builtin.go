@@ -155,12 +155,13 @@ func (f *faults) checkObject(v any, required []string, known func(string) bool) 
 	if missing != "" {
 		f.add(missing, "missing required field")
 	}
+	found := false // "" is a member name too
 	for k := range m {
-		if !known(k) && (unknown == "" || k < unknown) {
-			unknown = k
+		if !known(k) && (!found || k < unknown) {
+			unknown, found = k, true
 		}
 	}
-	if unknown != "" {
+	if found {
 		f.add(unknown, "unknown field")
 	}
 	return m, true

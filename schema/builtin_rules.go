@@ -25,13 +25,13 @@ func mediaIntentRules(doc map[string]any) error {
 		if !f.checkType(v, "object") {
 			return
 		}
-		bad := ""
+		bad, found := "", false // "" is a member name too
 		for k := range v.(map[string]any) {
-			if !matchParamName(k) && (bad == "" || k < bad) {
-				bad = k
+			if !matchParamName(k) && (!found || k < bad) {
+				bad, found = k, true
 			}
 		}
-		if bad != "" {
+		if found {
 			f.add(bad, "field name does not match "+paramNamePattern)
 		}
 	})
