@@ -7,6 +7,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/schema/jsonschema"
 )
 
 // agreeCases are the Options a fourth node differs by, and the limit or
@@ -34,7 +35,7 @@ func registerExtra(t *testing.T, r *schema.Registry, def string) {
 
 func registerSchema(t *testing.T, r *schema.Registry, name, def string) {
 	t.Helper()
-	v, err := schema.NewJSONSchemaValidator(name, []byte(def))
+	v, err := jsonschema.NewJSONSchemaValidator(name, []byte(def))
 	if err != nil {
 		t.Fatal(err)
 	}

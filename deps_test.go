@@ -38,3 +38,24 @@ func TestRootLinksNothingHeavy(t *testing.T) {
 		}
 	}
 }
+
+// TestNoJSONSchemaEngineLinked pins that neither the root package nor
+// package schema links the JSON Schema library, whose package init
+// compiles meta-schemas in every process that links it (issue 30): the
+// built-in schemas are checked in Go, user-defined JSON Schemas live in
+// schema/jsonschema.
+func TestNoJSONSchemaEngineLinked(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".", "./schema").Output()
+	if err != nil {
+		t.Fatalf("go list -deps . ./schema: %v", err)
+	}
+	if !strings.Contains(string(out), "github.com/keeppeek/statestore/schema\n") {
+		t.Fatalf("go list did not list package schema: %q", out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/santhosh-tekuri/jsonschema") {
+			t.Errorf("the root package or schema depends on %s", p)
+		}
+	}
+}

@@ -184,14 +184,14 @@
 // bytes that knows the grammar, UTF-8, escapes, the nesting limit and
 // duplicate names, and that either builds Go values or, allocating
 // nothing, only checks. The full path has it build the values, runs [Guard]
-// over them and then the schema's validator (for [MediaIntentV1], a JSON
-// Schema run by santhosh-tekuri/jsonschema plus a Go rule); it costs tens
+// over them and then the schema's validator (for [MediaIntentV1], its JSON
+// Schema's rules written in Go plus a publish rule); it costs tens
 // of microseconds and hundreds of allocations, too much for the store's
 // write path. So a validator may also be a [RawValidator]: an accept-only
 // fast path that answers "accepted" or "not sure". MediaIntentV1 has one,
 // which has the walk check the document, applying the guard's own functions
 // to every member name and string and the schema's rules, with the very
-// pattern functions the JSON Schema library is given, to the top-level
+// pattern functions the Go rules use, to the top-level
 // members; it takes a few microseconds.
 //
 // # Invariants
@@ -213,6 +213,13 @@
 //     mediaIntentFastSpec are brought up to date.
 //     Code: newFastPath, canonicalSchema, mediaIntentFastSpec, fastPath.enabledReason.
 //     Tests: TestFastPathFollowsSchema, TestFastPathEnabled.
+//   - The built-in schemas are checked in Go alone (mediaIntentRules,
+//     mqttBridgeRules), keyword for keyword as their embedded JSON Schemas
+//     say, with the same errors; this package links no JSON Schema engine
+//     (user-defined JSON Schemas are package schema/jsonschema's), and the
+//     differential tests there hold both to the same verdicts.
+//     Code: mediaIntentRules, mqttBridgeRules, faults.add, builtinFingerprint.
+//     Tests: TestRejectsFixtures, TestMQTTBridgeRejects, TestMQTTBridgeAccepts.
 //   - An MQTT bridge document holds no credentials: beside the guard's
 //     credential names, a member named like a login at any depth, a URL
 //     with userinfo in any string and userinfo in the broker host are

@@ -12,24 +12,19 @@ import (
 //go:embed media-intent.v1.json
 var mediaIntentSchema []byte
 
-// mediaIntentValidator compiles the embedded schema once per process; the
-// compiled schema is immutable and shared by every registry.
-var mediaIntentValidator = sync.OnceValue(func() Validator {
-	v, err := NewJSONSchemaValidator(MediaIntentV1, mediaIntentSchema)
-	if err != nil {
-		panic("schema: embedded " + MediaIntentV1 + " does not compile: " + err.Error())
-	}
-	return mediaIntent{schema: v}
-})
+// mediaIntentValidator is the built-in validator; it holds nothing, so
+// every registry shares it and nothing is set up before a document comes.
+func mediaIntentValidator() Validator { return mediaIntent{} }
 
-// mediaIntent adds the publish rule in Go ahead of the JSON Schema, which
-// states it too (if/then), so the error says why recording_mode is needed
-// rather than only that it is missing: a publish intent without it would
-// become a zero-value StartPublication that KeepPeek rejects. It is also a
-// [RawValidator]: one check-mode walk applies the reader's rules and the
-// guard to every byte and this schema's rules to the top-level members
-// (topMember).
-type mediaIntent struct{ schema Validator }
+// mediaIntent is media-intent.v1.json written in Go (mediaIntentRules), so
+// no JSON Schema engine is linked for it, with the publish rule ahead of
+// it, which the schema states too (if/then), so the error says why
+// recording_mode is needed rather than only that it is missing: a publish
+// intent without it would become a zero-value StartPublication that
+// KeepPeek rejects. It is also a [RawValidator]: one check-mode walk
+// applies the reader's rules and the guard to every byte and this schema's
+// rules to the top-level members (topMember).
+type mediaIntent struct{}
 
 func (m mediaIntent) Validate(doc map[string]any) error {
 	if doc["role"] == "publish" {
@@ -37,7 +32,7 @@ func (m mediaIntent) Validate(doc map[string]any) error {
 			return &Error{Schema: MediaIntentV1, Path: "$.recording_mode", Reason: "publish intent requires recording_mode"}
 		}
 	}
-	return m.schema.Validate(doc)
+	return mediaIntentRules(doc)
 }
 
 // mediaIntentFastSpec is media-intent.v1.json as the fast path implements
@@ -310,8 +305,10 @@ func stripAnnotations(s any) {
 	}
 }
 
-// Fingerprint is the embedded JSON schema's, under this wrapper's name:
-// the wrapper's own rules come with the build.
-func (m mediaIntent) Fingerprint() string {
-	return "mediaIntent+" + m.schema.(Fingerprinter).Fingerprint()
-}
+var mediaIntentFingerprint = sync.OnceValue(func() string {
+	return builtinFingerprint("mediaIntent", mediaIntentSchema)
+})
+
+// Fingerprint names the Go rules' version and hashes the embedded JSON
+// schema they implement: the wrapper's own rules come with the build.
+func (mediaIntent) Fingerprint() string { return mediaIntentFingerprint() }

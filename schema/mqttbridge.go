@@ -18,19 +18,16 @@ const MQTTBridgeV1 = "keeppeek.mqtt-bridge.v1"
 //go:embed mqtt-bridge.v1.json
 var mqttBridgeSchema []byte
 
-var mqttBridgeValidator = sync.OnceValue(func() Validator {
-	v, err := NewJSONSchemaValidator(MQTTBridgeV1, mqttBridgeSchema)
-	if err != nil {
-		panic("schema: embedded " + MQTTBridgeV1 + " does not compile: " + err.Error())
-	}
-	return mqttBridge{schema: v}
-})
+// mqttBridgeValidator is the built-in validator, shared like
+// mediaIntentValidator's.
+func mqttBridgeValidator() Validator { return mqttBridge{} }
 
-// mqttBridge puts the credential rules ahead of the JSON Schema. The
+// mqttBridge is mqtt-bridge.v1.json written in Go (mqttBridgeRules), with
+// the credential rules ahead of it. The
 // schema alone refuses a "username" as an unknown field and "user@host"
 // as a host that does not match its pattern, which is true but hides the
 // point: the document is not where MQTT credentials go. These rules say so.
-type mqttBridge struct{ schema Validator }
+type mqttBridge struct{}
 
 // credentialSecretsRule is what every credential refusal of an MQTT
 // bridge document ends with, so the writer learns where credentials go.
@@ -51,7 +48,7 @@ func (m mqttBridge) Validate(doc map[string]any) error {
 			return &Error{Schema: MQTTBridgeV1, Path: "$.broker.host", Reason: "userinfo is not allowed in the broker endpoint: " + credentialSecretsRule}
 		}
 	}
-	return m.schema.Validate(doc)
+	return mqttBridgeRules(doc)
 }
 
 // mqttCredentials refuses, at any depth, a member named like an MQTT login
@@ -98,8 +95,9 @@ func loginName(k string) bool {
 	return strings.Contains(n, "username") || strings.Contains(n, "userinfo") || n == "user" || n == "login" || n == "userid"
 }
 
-// Fingerprint is the embedded JSON schema's, under this wrapper's name:
-// the wrapper's own rules come with the build.
-func (m mqttBridge) Fingerprint() string {
-	return "mqttBridge+" + m.schema.(Fingerprinter).Fingerprint()
-}
+var mqttBridgeFingerprint = sync.OnceValue(func() string {
+	return builtinFingerprint("mqttBridge", mqttBridgeSchema)
+})
+
+// Fingerprint is built like mediaIntent's.
+func (mqttBridge) Fingerprint() string { return mqttBridgeFingerprint() }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/schema/jsonschema"
 )
 
 func TestUnknownSchema(t *testing.T) {
@@ -36,7 +37,7 @@ func (v rejectAll) Validate(map[string]any) error { return v.err }
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	r := schema.NewRegistry()
-	v, err := schema.NewJSONSchemaValidator("keeppeek.observed-status.v1", []byte(`{
+	v, err := jsonschema.NewJSONSchemaValidator("keeppeek.observed-status.v1", []byte(`{
 		"type": "object", "required": ["state"], "additionalProperties": false,
 		"properties": {"state": {"enum": ["running", "stopped"]}, "detail": {"type": "string"}}}`))
 	if err != nil {

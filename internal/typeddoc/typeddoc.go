@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/schema/jsonschema"
 )
 
 // Codec is the schema name and JSON Schema text of documents of type T.
@@ -31,7 +32,7 @@ type Codec[T any] struct {
 // Register adds the codec's schema to r; a store must be opened with a
 // registry holding it before such documents can be written or replayed.
 func (c Codec[T]) Register(r *schema.Registry) error {
-	v, err := schema.NewJSONSchemaValidator(c.Name, c.JSONSchema)
+	v, err := jsonschema.NewJSONSchemaValidator(c.Name, c.JSONSchema)
 	if err != nil {
 		return fmt.Errorf("typeddoc: compile %s: %w", c.Name, err)
 	}

@@ -1,10 +1,11 @@
-package schema_test
+package jsonschema_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/schema/jsonschema"
 )
 
 // TestFingerprints: a JSON schema's fingerprint follows its definition,
@@ -15,7 +16,7 @@ func TestFingerprints(t *testing.T) {
 	fp := func(def string) string {
 		t.Helper()
 		r := schema.NewRegistry()
-		v, err := schema.NewJSONSchemaValidator("keeppeek.x.v1", []byte(def))
+		v, err := jsonschema.NewJSONSchemaValidator("keeppeek.x.v1", []byte(def))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,14 +33,18 @@ func TestFingerprints(t *testing.T) {
 		t.Fatal("two definitions share a fingerprint")
 	}
 	all := schema.NewRegistry().Fingerprints()
-	if !strings.HasPrefix(all[schema.MediaIntentV1], "mediaIntent+jsonschema:") || !strings.HasPrefix(all[schema.MQTTBridgeV1], "mqttBridge+jsonschema:") {
+	if !strings.HasPrefix(all[schema.MediaIntentV1], "mediaIntent+go1:") || !strings.HasPrefix(all[schema.MQTTBridgeV1], "mqttBridge+go1:") ||
+		all[schema.MediaIntentV1][len("mediaIntent+"):] == all[schema.MQTTBridgeV1][len("mqttBridge+"):] {
 		t.Fatalf("built-in fingerprints %v", all)
+	}
+	if again := schema.NewRegistry().Fingerprints(); again[schema.MediaIntentV1] != all[schema.MediaIntentV1] || again[schema.MQTTBridgeV1] != all[schema.MQTTBridgeV1] {
+		t.Fatalf("built-in fingerprints differ between registries: %v vs %v", all, again)
 	}
 	r := schema.NewRegistry()
 	if err := r.Register("keeppeek.opaque.v1", opaque{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Fingerprints()["keeppeek.opaque.v1"]; got != "go:schema_test.opaque" {
+	if got := r.Fingerprints()["keeppeek.opaque.v1"]; got != "go:jsonschema_test.opaque" {
 		t.Fatalf("opaque validator's fingerprint %q", got)
 	}
 }

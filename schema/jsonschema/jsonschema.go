@@ -1,4 +1,22 @@
-package schema
+// Package jsonschema validates documents against user-defined JSON Schemas
+// (draft 2020-12 by default), compiled once with
+// santhosh-tekuri/jsonschema, for registering in a [schema.Registry]. It is
+// a package of its own so that only programs that define such a schema
+// link that library, whose package initialisation alone compiles its
+// meta-schemas; the built-in schemas of package schema are written in Go.
+//
+// # Invariants
+//
+//  1. A compiled validator's errors are [*schema.Error]s naming one leaf
+//     cause, the same one for the same document on every run.
+//     Code: NewJSONSchemaValidator, jsonSchemaValidator.pickCause.
+//     Tests: TestNewJSONSchemaValidatorErrors, TestBuiltinsAgreeOnCorpus.
+//  2. The built-in schemas' Go rules give the verdicts of their embedded
+//     JSON Schemas compiled here, on the corpus and on generated
+//     documents.
+//     Code: NewJSONSchemaValidator.
+//     Tests: TestBuiltinsAgreeOnCorpus, TestBuiltinsAgreeOnGenerated, FuzzBuiltinsAgree.
+package jsonschema
 
 import (
 	"bytes"
@@ -17,6 +35,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/keeppeek/statestore/schema"
 )
 
 // NewJSONSchemaValidator compiles schemaJSON (draft 2020-12 unless it says
@@ -25,7 +45,7 @@ import (
 // standard meta-schemas fail to compile, because validation must not depend
 // on files or the network. name labels errors when the validator is used on
 // its own; a [Registry] relabels them with the registered name.
-func NewJSONSchemaValidator(name string, schemaJSON []byte) (Validator, error) {
+func NewJSONSchemaValidator(name string, schemaJSON []byte) (schema.Validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: parse JSON schema: %w", name, err)
@@ -33,7 +53,6 @@ func NewJSONSchemaValidator(name string, schemaJSON []byte) (Validator, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
-	c.UseRegexpEngine(compilePattern)
 	loc := "https://keeppeek.invalid/schema/" + url.PathEscape(name)
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("schema %s: %w", name, err)
@@ -83,10 +102,10 @@ func (v *jsonSchemaValidator) Validate(doc map[string]any) error {
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return &Error{Schema: v.name, Path: "$", Reason: err.Error(), Err: err}
+		return &schema.Error{Schema: v.name, Path: "$", Reason: err.Error(), Err: err}
 	}
 	best := v.pickCause(doc, verr)
-	return &Error{Schema: v.name, Path: best.path, Reason: best.reason, Err: err}
+	return &schema.Error{Schema: v.name, Path: best.path, Reason: best.reason, Err: err}
 }
 
 type cause struct {
@@ -212,24 +231,27 @@ func ratString(r *big.Rat) string {
 // walking doc alongside it because the library spells array indices and
 // member names alike.
 func instancePath(doc map[string]any, loc []string, member string) string {
-	segs := make([]pathSeg, 0, len(loc)+1)
+	var b strings.Builder
+	b.WriteByte('$')
 	var cur any = doc
 	for _, seg := range loc {
 		if a, ok := cur.([]any); ok {
 			i, _ := strconv.Atoi(seg) // the library's own spelling of an index
-			segs, cur = append(segs, pathSeg{index: i}), nil
+			b.WriteString("[" + strconv.Itoa(i) + "]")
+			cur = nil
 			if i >= 0 && i < len(a) {
 				cur = a[i]
 			}
 			continue
 		}
 		m, _ := cur.(map[string]any)
-		segs, cur = append(segs, pathSeg{key: seg, index: -1}), m[seg]
+		appendKey(&b, seg)
+		cur = m[seg]
 	}
 	if member != "" {
-		segs = append(segs, pathSeg{key: member, index: -1})
+		appendKey(&b, member)
 	}
-	return segsPath(segs)
+	return b.String()
 }
 
 // index walks the compiled schema graph once, recording what describe needs
@@ -290,3 +312,34 @@ func (v *jsonSchemaValidator) index(root *jsonschema.Schema) {
 
 // Fingerprint is the SHA-256 of the schema's canonical definition.
 func (v *jsonSchemaValidator) Fingerprint() string { return "jsonschema:" + v.definition }
+
+// appendKey writes a member as package schema's paths spell it (dot
+// notation where unambiguous, a quoted bracket otherwise, long names cut),
+// so an error reads alike whichever validator found it;
+// TestPathsSpelledAsSchema holds the two spellings together.
+func appendKey(b *strings.Builder, key string) {
+	if isPlainKey(key) {
+		b.WriteByte('.')
+		b.WriteString(key)
+		return
+	}
+	if len(key) > 64 {
+		key = strings.ToValidUTF8(key[:64], "") + "..."
+	}
+	b.WriteByte('[')
+	b.WriteString(strconv.Quote(key))
+	b.WriteByte(']')
+}
+
+func isPlainKey(key string) bool {
+	if key == "" || len(key) > 64 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,9 +1,9 @@
-package schema_test
+package jsonschema_test
 
 import (
 	"testing"
 
-	"github.com/keeppeek/statestore/schema"
+	"github.com/keeppeek/statestore/schema/jsonschema"
 )
 
 func TestNewJSONSchemaValidatorErrors(t *testing.T) {
@@ -16,7 +16,7 @@ func TestNewJSONSchemaValidatorErrors(t *testing.T) {
 		"invalid regexp":    `{"pattern": "("}`,
 		"not a schema type": `42`,
 	} {
-		if _, err := schema.NewJSONSchemaValidator("keeppeek.x.v1", []byte(src)); err == nil {
+		if _, err := jsonschema.NewJSONSchemaValidator("keeppeek.x.v1", []byte(src)); err == nil {
 			t.Errorf("%s: compiled", name)
 		}
 	}
