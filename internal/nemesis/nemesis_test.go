@@ -1,0 +1,72 @@
+package nemesis
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// envEvents sets TestNemesis's event count.
+const envEvents = "NEMESIS_EVENTS"
+
+// defaultEvents is TestNemesis's event count without NEMESIS_EVENTS: a
+// CI-sized run, under two minutes.
+const defaultEvents = 60
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(NodeEnv); cfg != "" {
+		if err := NodeMain(cfg, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testCommand is a node process: this test binary again, running no test.
+func testCommand() *exec.Cmd { return exec.Command(os.Args[0], "-test.run=^$") }
+
+// TestNemesis runs three node processes through fault events of every
+// kind under the workload, and expects no violation.
+func TestNemesis(t *testing.T) {
+	t.Parallel()
+	events := defaultEvents
+	if v, err := strconv.Atoi(os.Getenv(envEvents)); err == nil && v > 0 {
+		events = v
+	}
+	seed := uint64(time.Now().UnixNano())
+	dir := t.TempDir()
+	var progress strings.Builder
+	rep, err := Run(Config{Dir: dir, Events: events, Seed: seed, Command: testCommand, Progress: &progress})
+	if err != nil {
+		t.Fatalf("seed %d: %v\n%s", seed, err, tail(dir))
+	}
+	t.Logf("seed %d: %d events %v (skipped %v) in %d rounds, %.1f s; %d operations (%d reads, %d acknowledged writes, %d conflicts), unknown %v; %d leases, %d expiries; %d watch updates, %d re-snapshots; linearizability %+v",
+		seed, rep.EventCount(), rep.Events, rep.Skipped, rep.Rounds, rep.Seconds, rep.Ops, rep.Reads, rep.AcknowledgedWrites, rep.Conflicts, rep.Unknown,
+		rep.AcknowledgedLeases, rep.Expiries, rep.WatchUpdates, rep.Resnapshots, rep.Linearizable)
+	if rep.Failed() {
+		t.Fatalf("seed %d: violations:\n%s", seed, strings.Join(rep.Violations, "\n"))
+	}
+	if rep.EventCount() != events {
+		t.Fatalf("%d events injected, want %d", rep.EventCount(), events)
+	}
+}
+
+// tail is the end of every node's log, for a failure message.
+func tail(dir string) string {
+	var b strings.Builder
+	for i := range nodes {
+		name := fmt.Sprintf("%s/n%d.log", dir, i+1)
+		data, _ := os.ReadFile(name)
+		if len(data) > 2000 {
+			data = data[len(data)-2000:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", name, data)
+	}
+	return b.String()
+}
