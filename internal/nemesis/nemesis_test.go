@@ -17,6 +17,9 @@ const envEvents = "NEMESIS_EVENTS"
 // CI-sized run, under two minutes.
 const defaultEvents = 60
 
+// raceEvents is TestNemesis's event count under -race.
+const raceEvents = 15
+
 func TestMain(m *testing.M) {
 	if cfg := os.Getenv(NodeEnv); cfg != "" {
 		if err := NodeMain(cfg, os.Stdin, os.Stdout); err != nil {
@@ -38,6 +41,11 @@ func TestNemesis(t *testing.T) {
 	events := defaultEvents
 	if v, err := strconv.Atoi(os.Getenv(envEvents)); err == nil && v > 0 {
 		events = v
+	}
+	if raceEnabled && events > raceEvents {
+		// The long run is not for the race detector: its node processes
+		// are several times slower.
+		events = raceEvents
 	}
 	seed := uint64(time.Now().UnixNano())
 	dir := t.TempDir()
