@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -80,6 +81,7 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 	progress := c.FS.Bool("progress", false, "print one line per cycle (or round) on stderr")
 	clusterSize := c.FS.Int("cluster", 0, "run the nemesis on a cluster of this many node processes instead (only 3)")
 	events := c.FS.Int("events", 1000, "with --cluster: fault events to inject")
+	faults := c.FS.String("faults", "", "with --cluster: the fault kinds to draw from, comma-separated (default all: "+strings.Join(nemesis.FaultKinds(), ",")+")")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
@@ -87,7 +89,11 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *clusterSize != 0 {
-		return runNemesis(c, stdout, stderr, *clusterSize, *events, *seed, *progress)
+		var kinds []string
+		if *faults != "" {
+			kinds = strings.Split(*faults, ",")
+		}
+		return runNemesis(c, stdout, stderr, *clusterSize, *events, *seed, *progress, kinds)
 	}
 	switch {
 	case *cycles < 1:
@@ -187,12 +193,17 @@ func nemesisNodeRole() (bool, int) {
 	return true, exitOK
 }
 
-func runNemesis(c *cli, stdout, stderr io.Writer, size, events int, seed uint64, progress bool) int {
+func runNemesis(c *cli, stdout, stderr io.Writer, size, events int, seed uint64, progress bool, kinds []string) int {
 	switch {
 	case size != 3:
 		return c.UsageError("--cluster %d: only a cluster of 3 is supported", size)
 	case events < 1:
 		return c.UsageError("--events %d: at least 1", events)
+	}
+	for _, k := range kinds {
+		if !slices.Contains(nemesis.FaultKinds(), k) {
+			return c.UsageError("--faults: unknown kind %q (want some of %s)", k, strings.Join(nemesis.FaultKinds(), ","))
+		}
 	}
 	if entries, err := os.ReadDir(c.dir); err == nil && len(entries) > 0 {
 		return c.Fail(exitUsage, "%s is not empty; the nemesis builds its own cluster there, so give it a new directory", c.dir)
@@ -203,7 +214,7 @@ func runNemesis(c *cli, stdout, stderr io.Writer, size, events int, seed uint64,
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	cfg := nemesis.Config{Dir: c.dir, Events: events, Seed: seed, Command: nemesisNode}
+	cfg := nemesis.Config{Dir: c.dir, Events: events, Seed: seed, Command: nemesisNode, Faults: kinds}
 	if progress {
 		cfg.Progress = stderr
 	}

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -179,5 +180,37 @@ func TestLeaseRule(t *testing.T) {
 				t.Fatalf("%d early expiries, want %d", rep.EarlyExpiries, tc.early)
 			}
 		})
+	}
+}
+
+// TestRunRefusesBadConfig: a bad Config is refused before any process
+// starts, naming the field.
+func TestRunRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := Config{Dir: dir, Events: 1, Command: testCommand}
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		says string
+	}{
+		{"no events", func(c *Config) { c.Events = 0 }, "Events 0"},
+		{"no command", func(c *Config) { c.Command = nil }, "Config.Command"},
+		{"negative workers", func(c *Config) { c.Workers = -1 }, "Workers -1"},
+		{"unknown fault", func(c *Config) { c.Faults = []string{FaultKill, "meteor"} }, `Faults[1]: unknown fault kind "meteor"`},
+		{"no directory", func(c *Config) { c.Dir = dir + "/missing" }, "not a directory"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := good
+			tc.mod(&cfg)
+			if _, err := Run(cfg); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("Run: %v, want an error saying %q", err, tc.says)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a refused run left %d files in its directory", len(entries))
 	}
 }

@@ -33,6 +33,9 @@ type Config struct {
 	Command func() *exec.Cmd
 	// Workers is how many clients run the hot-key workload; 0 means 6.
 	Workers int
+	// Faults, when set, is the fault kinds to draw from (FaultKill, ...),
+	// each at its usual weight; nil means every kind.
+	Faults []string
 	// Progress, when set, gets one line per round.
 	Progress io.Writer
 }
@@ -48,11 +51,23 @@ const (
 	FaultMembership    = "membership"       // a follower removed, restarted and added back
 )
 
-// faultWeights is how often each kind is drawn.
-var faultWeights = []struct {
+// faultWeight is how often a kind is drawn.
+type faultWeight struct {
 	kind   string
 	weight int
-}{
+}
+
+// FaultKinds lists every fault kind, in a fixed order.
+func FaultKinds() []string {
+	var out []string
+	for _, f := range faultWeights {
+		out = append(out, f.kind)
+	}
+	return out
+}
+
+// faultWeights is how often each kind is drawn.
+var faultWeights = []faultWeight{
 	{FaultKill, 20}, {FaultPause, 15}, {FaultSplit, 12}, {FaultIsolateLeader, 12}, {FaultBridge, 10},
 	{FaultSync, 16}, {FaultMembership, 15},
 }
@@ -129,6 +144,11 @@ func Run(cfg Config) (*Report, error) {
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 6
+	}
+	for i, k := range cfg.Faults {
+		if !slices.ContainsFunc(faultWeights, func(f faultWeight) bool { return f.kind == k }) {
+			return nil, fmt.Errorf("nemesis: Faults[%d]: unknown fault kind %q (want one of %s)", i, k, strings.Join(FaultKinds(), ", "))
+		}
 	}
 	if st, err := os.Stat(cfg.Dir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("nemesis: Dir %q: not a directory (%v)", cfg.Dir, err)
@@ -379,18 +399,22 @@ func (r *run) pause(lo, hi int) {
 
 // draw picks a fault kind by weight.
 func (r *run) draw() string {
+	var from []faultWeight
 	total := 0
 	for _, f := range faultWeights {
-		total += f.weight
+		if r.cfg.Faults == nil || slices.Contains(r.cfg.Faults, f.kind) {
+			from = append(from, f)
+			total += f.weight
+		}
 	}
 	n := r.rng.IntN(total)
-	for _, f := range faultWeights {
+	for _, f := range from {
 		if n < f.weight {
 			return f.kind
 		}
 		n -= f.weight
 	}
-	return FaultKill
+	return from[0].kind
 }
 
 // trace notes a fault in the run's log (Dir/faults.log), so a failure
