@@ -38,6 +38,7 @@ type proc struct {
 	ready   chan struct{}  // closed at LineReady
 	state   atomic.Value   // the last of LineLeader / LineFollower
 	paused  atomic.Bool    // SIGSTOPped and not yet continued
+	killed  atomic.Bool    // the harness sent it SIGKILL: an exit it caused
 	replies chan string    // answers to Control commands
 }
 
@@ -208,9 +209,20 @@ func (c *cluster) alive(i int) bool {
 	}
 }
 
+// crashed reports whether node i's process exited without the harness
+// killing it (a panic, a fatal error), and how.
+func (c *cluster) crashed(i int) (bool, string) {
+	p := c.proc(i)
+	if p == nil || c.alive(i) || p.killed.Load() {
+		return false, ""
+	}
+	return true, p.cmd.ProcessState.String()
+}
+
 // kill SIGKILLs node i by PID and waits for it.
 func (c *cluster) kill(i int) error {
 	p := c.proc(i)
+	p.killed.Store(true)
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		select {
 		case <-p.done:
@@ -315,6 +327,7 @@ func (c *cluster) close() {
 			continue
 		default:
 		}
+		p.killed.Store(true)
 		p.cmd.Process.Signal(syscall.SIGKILL) // a stopped process dies of SIGKILL too
 		<-p.done
 	}

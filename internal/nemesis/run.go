@@ -307,6 +307,9 @@ func (r *run) round(round, n int) error {
 				return err
 			}
 		}
+		if crashed, how := r.c.crashed(i); crashed {
+			r.st.failf("round %d: node %s exited by itself (%s; see %s)", round, r.c.peers[i].ID, how, r.c.logs[i].Name())
+		}
 		if !r.c.alive(i) {
 			if err := r.c.start(i); err != nil {
 				return err
@@ -545,7 +548,10 @@ func (r *run) membership() (bool, error) {
 	id := c.peers[f].ID
 	r.trace("  remove %s at %s, restart it, add it back", id, c.peers[l].ID)
 	if err := c.control(l, clusterkill.ControlRemove+" "+id); err != nil {
-		return false, nil // leadership moved under the call: not removed, or not known to be; draw again
+		// Leadership moved under the call: removed or not, the node is
+		// restarted and added back all the same (adding a voter is
+		// idempotent), so the cluster never stays at two.
+		r.trace("  remove refused: %v", err)
 	}
 	r.pause(200, 800)
 	if err := c.kill(f); err != nil {
