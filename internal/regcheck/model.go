@@ -212,4 +212,3 @@ func (r Result) String() string {
 	}
 	return fmt.Sprintf("ok @%d", r.Rev)
 }
-
