@@ -145,7 +145,7 @@
 //  6. A peer call that failed before it was sent may be retried; one that
 //     failed after is an unknown outcome. Messages are bounded both ways.
 //     Raft and peer calls run over TLS when configured.
-//     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, ServeRPC.
+//     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, NewStreamTransport, ServeRPC.
 //     Tests: TestRPCOverTCP, TestRPCBounds, TestNetworkTransportDoesNotPipeline, statestore.TestClusterOverTCP.
 //  7. A node that heard from no leader for its bound closes its watches
 //     UNAVAILABLE and refuses writes, linearizable reads and new watches

@@ -375,7 +375,7 @@ func (n *Node) closeTransport() error {
 // fdatasyncs each batch, so the overlap pipelining buys is one loopback
 // round trip beside that fdatasync.
 func newNetworkTransport(addr string, tc *tls.Config) (*raft.NetworkTransport, error) {
-	conf := &raft.NetworkTransportConfig{MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hclog.NewNullLogger()}
+	conf := transportConfig()
 	if tc == nil {
 		t, err := raft.NewTCPTransportWithConfig(addr, nil, conf)
 		if err != nil {
@@ -389,6 +389,23 @@ func newNetworkTransport(addr string, tc *tls.Config) (*raft.NetworkTransport, e
 	}
 	conf.Stream = &tlsStream{ln: ln, tc: tc}
 	return raft.NewNetworkTransportWithConfig(conf), nil
+}
+
+// transportConfig is every NetworkTransport's configuration, without
+// pipelined replication (newNetworkTransport says why).
+func transportConfig() *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hclog.NewNullLogger()}
+}
+
+// NewStreamTransport is raft's network transport over stream, configured
+// as the one Start makes on a TCP address (no pipelined replication), for
+// a test that routes a node's raft traffic itself (internal/nemesis's
+// fault proxies): pass it as Config.Transport, and close it after the
+// node's Shutdown, which leaves a given transport open.
+func NewStreamTransport(stream raft.StreamLayer) *raft.NetworkTransport {
+	conf := transportConfig()
+	conf.Stream = stream
+	return raft.NewNetworkTransportWithConfig(conf)
 }
 
 // tlsStream is a raft.StreamLayer over mutual TLS.

@@ -154,7 +154,27 @@ func TestNetworkTransportDoesNotPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nt.Close()
-	if _, err := nt.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
-		t.Fatalf("AppendEntriesPipeline = %v, want ErrPipelineReplicationNotSupported", err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	// NewStreamTransport, a test's own stream layer under the same
+	// configuration, does not pipeline either.
+	st := NewStreamTransport(&plainStream{ln})
+	defer st.Close()
+	for _, tr := range []*raft.NetworkTransport{nt, st} {
+		if _, err := tr.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+			t.Fatalf("AppendEntriesPipeline = %v, want ErrPipelineReplicationNotSupported", err)
+		}
+	}
+}
+
+// plainStream is a raft.StreamLayer over plain TCP.
+type plainStream struct{ ln net.Listener }
+
+func (s *plainStream) Accept() (net.Conn, error) { return s.ln.Accept() }
+func (s *plainStream) Close() error              { return s.ln.Close() }
+func (s *plainStream) Addr() net.Addr            { return s.ln.Addr() }
+func (s *plainStream) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(a), timeout)
 }

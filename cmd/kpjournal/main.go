@@ -92,6 +92,9 @@ func main() {
 	if child, code := tortureChildRole(); child {
 		os.Exit(code)
 	}
+	if node, code := nemesisNodeRole(); node {
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

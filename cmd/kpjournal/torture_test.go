@@ -7,16 +7,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keeppeek/statestore/internal/nemesis"
 	"github.com/keeppeek/statestore/internal/torture"
 )
 
-// TestMain lets torture re-execute the test binary as its child: the
-// environment selects the child role, as it does for the kpjournal binary.
+// TestMain lets torture re-execute the test binary as its child or as a
+// nemesis node: the environment selects the role, as it does for the
+// kpjournal binary.
 func TestMain(m *testing.M) {
 	if child, code := tortureChildRole(); child {
 		os.Exit(code)
 	}
 	if child, code := holdNodeChild(); child {
+		os.Exit(code)
+	}
+	if node, code := nemesisNodeRole(); node {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
@@ -82,6 +87,36 @@ func TestTortureUsage(t *testing.T) {
 		}
 		if _, err := os.Stat(dir); err == nil {
 			t.Errorf("torture %v created %s although its flags were refused", c.args, dir)
+		}
+	}
+}
+
+// TestTortureCluster is the nemesis through the command line: a couple of
+// fault events on three node processes (this test binary in the node
+// role), the report as JSON; and the refusals of a cluster size other than
+// 3 and of a directory already holding something.
+func TestTortureCluster(t *testing.T) {
+	// Serial: three node processes on two cores.
+	dir := filepath.Join(t.TempDir(), "nemesis")
+	var rep nemesis.Report
+	code, errs := kpJSON(t, &rep, "torture", "--cluster", "3", "--dir", dir, "--events", "2", "--seed", "5")
+	if code != exitOK || len(rep.Violations) != 0 {
+		t.Fatalf("torture --cluster 3: exit %d, violations %q, stderr %s", code, rep.Violations, errs)
+	}
+	if rep.EventCount() != 2 || rep.Ops == 0 || rep.AcknowledgedWrites == 0 || rep.Linearizable.Result != "ok" {
+		t.Fatalf("the run did too little: %+v", rep)
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--cluster", "5", "--dir", t.TempDir()}, "only a cluster of 3"},
+		{[]string{"--cluster", "3", "--events", "0", "--dir", t.TempDir()}, "--events 0"},
+		{[]string{"--cluster", "3", "--dir", dir}, "is not empty"},
+	} {
+		code, _, errs := kp(t, append([]string{"torture"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.says) {
+			t.Errorf("torture %v: exit %d, stderr %q; want a usage error saying %q", tc.args, code, errs, tc.says)
 		}
 	}
 }

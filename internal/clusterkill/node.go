@@ -40,11 +40,19 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/client"
+	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/wstransport"
 )
@@ -91,7 +99,32 @@ type NodeConfig struct {
 	// CheckpointEvery, when positive, takes a raft snapshot
 	// (Store.Checkpoint) this often.
 	CheckpointEvery time.Duration
+	// RaftDial, when set, maps a peer's raft address (as the raft
+	// configuration holds it, the same on every node) to the address this
+	// node dials it at: internal/nemesis puts a fault proxy per ordered
+	// pair of nodes there, so it can cut one direction of one pair. The
+	// node still listens on its own RaftAddr. Addresses it does not map
+	// are dialed as they are.
+	RaftDial map[string]string `json:",omitempty"`
+	// Control, when set, takes commands while the node runs (ControlFailSync,
+	// ControlRemove, ControlAdd); each is answered with one line starting
+	// LineControlOK or LineControlErr followed by the command. A node
+	// given one arms its journal's fault hooks (statestore.Options.Faults).
+	Control <-chan string `json:"-"`
 }
+
+// Control commands, each a line of words: the command, then its argument.
+const (
+	// ControlFailSync N fails the next N fdatasyncs of the node's journal
+	// (its raft log) with EIO, through internal/fault's Sync seam.
+	ControlFailSync = "failsync"
+	// ControlRemove ID removes ID from the configuration; only the
+	// leader can.
+	ControlRemove = "remove"
+	// ControlAdd ID adds ID, one of Peers, back as a voter, with the
+	// addresses this node knows it by; only the leader can.
+	ControlAdd = "add"
+)
 
 // Lines a node prints on its output, one per line.
 const (
@@ -99,6 +132,10 @@ const (
 	LineReady    = "ready"    // a leader is known and this node caught up with it
 	LineLeader   = "leader"   // this node leads and admits writes
 	LineFollower = "follower" // this node stopped leading
+	// LineControlOK and LineControlErr start the answer to a Control
+	// command: "ctl ok <command>", "ctl err <command>: <error>".
+	LineControlOK  = "ctl ok"
+	LineControlErr = "ctl err"
 )
 
 // RunNode runs one node until stop is closed: the store as a cluster node
@@ -118,24 +155,49 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	if self == nil {
 		return fmt.Errorf("clusterkill: node %q is not among the peers", cfg.ID)
 	}
-	s, err := statestore.OpenCluster(statestore.Options{Dir: cfg.Dir}, statestore.ClusterOptions{
+	co := statestore.ClusterOptions{
 		NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers,
 		HeartbeatTimeout: HeartbeatTimeout, ElectionTimeout: ElectionTimeout, LeaderLeaseTimeout: LeaderLeaseTimeout,
 		SnapshotThreshold: SnapshotThreshold, TrailingLogs: TrailingLogs,
-	})
+	}
+	var trans *raft.NetworkTransport
+	if cfg.RaftDial != nil {
+		ln, err := net.Listen("tcp", self.RaftAddr)
+		if err != nil {
+			return fmt.Errorf("clusterkill: node %s raft listen: %w", cfg.ID, err)
+		}
+		trans = replica.NewStreamTransport(&dialMap{ln: ln, to: cfg.RaftDial})
+		co.Transport = trans
+	}
+	opts := statestore.Options{Dir: cfg.Dir}
+	if cfg.Control != nil {
+		opts.Faults = &fault.Hooks{}
+	}
+	s, err := statestore.OpenCluster(opts, co)
 	if err != nil {
+		if trans != nil {
+			trans.Close()
+		}
 		return fmt.Errorf("clusterkill: node %s open: %w", cfg.ID, err)
+	}
+	closeStore := func() error {
+		err := s.Close()
+		if trans != nil {
+			// The store's raft node leaves a transport it was given open.
+			err = errors.Join(err, trans.Close())
+		}
+		return err
 	}
 	h, err := wstransport.NewHandler(dispatch.New(s, dispatch.Options{}), wstransport.Options{
 		Authenticator: wstransport.TokenAuthenticator{Token: Token, Principal: Principal}})
 	if err != nil {
-		s.Close()
+		closeStore()
 		return err
 	}
 	ln, err := net.Listen("tcp", self.WSAddr)
 	if err != nil {
 		h.Close()
-		s.Close()
+		closeStore()
 		return fmt.Errorf("clusterkill: node %s listen: %w", cfg.ID, err)
 	}
 	mux := http.NewServeMux()
@@ -174,6 +236,9 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 			}
 		}()
 	}
+	if cfg.Control != nil {
+		go control(cfg, s, opts.Faults, say, stop)
+	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	leading := false
@@ -201,5 +266,84 @@ loop:
 	if errors.Is(serr, http.ErrServerClosed) {
 		serr = nil
 	}
-	return errors.Join(serr, s.Close())
+	return errors.Join(serr, closeStore())
+}
+
+// control runs cfg.Control's commands until stop.
+func control(cfg NodeConfig, s *statestore.Store, hooks *fault.Hooks, say func(string), stop <-chan struct{}) {
+	var failing atomic.Int64 // fdatasyncs still to fail
+	hooks.SetSync(func(string) error {
+		for {
+			n := failing.Load()
+			if n <= 0 {
+				return nil
+			}
+			if failing.CompareAndSwap(n, n-1) {
+				return syscall.EIO
+			}
+		}
+	})
+	for {
+		var line string
+		select {
+		case <-stop:
+			return
+		case l, ok := <-cfg.Control:
+			if !ok {
+				return
+			}
+			line = l
+		}
+		if err := command(cfg, s, &failing, line); err != nil {
+			say(fmt.Sprintf("%s %s: %v", LineControlErr, line, err))
+		} else {
+			say(LineControlOK + " " + line)
+		}
+	}
+}
+
+// command runs one Control command.
+func command(cfg NodeConfig, s *statestore.Store, failing *atomic.Int64, line string) error {
+	f := strings.Fields(line)
+	if len(f) != 2 {
+		return fmt.Errorf("want a command and one argument")
+	}
+	switch f[0] {
+	case ControlFailSync:
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("count %q: want a whole number", f[1])
+		}
+		failing.Store(n)
+		return nil
+	case ControlRemove:
+		return s.Cluster().RemoveServer(f[1])
+	case ControlAdd:
+		for _, p := range cfg.Peers {
+			if p.ID == f[1] {
+				return s.Cluster().AddVoter(statestore.Peer{ID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr})
+			}
+		}
+		return fmt.Errorf("node %q is not among the peers", f[1])
+	}
+	return fmt.Errorf("unknown command %q", f[0])
+}
+
+// dialMap is a raft.StreamLayer listening on the node's own raft address
+// and dialing each peer at the address to, when it maps it, names.
+type dialMap struct {
+	ln net.Listener
+	to map[string]string
+}
+
+func (d *dialMap) Accept() (net.Conn, error) { return d.ln.Accept() }
+func (d *dialMap) Close() error              { return d.ln.Close() }
+func (d *dialMap) Addr() net.Addr            { return d.ln.Addr() }
+
+func (d *dialMap) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	addr := string(address)
+	if to, ok := d.to[addr]; ok {
+		addr = to
+	}
+	return net.DialTimeout("tcp", addr, timeout)
 }

@@ -67,5 +67,5 @@
 //     printed after the store answered, or a read the parent made); a line
 //     cut by the kill is no evidence.
 //     Code: events.line, events.finish, parseCall, parseResult, child.line, child.issue, run.observe.
-//     Tests: TestCutLinesAreNoEvidence, TestCheckerWindows, kpjournal.TestTortureShort.
+//     Tests: TestCutLinesAreNoEvidence, regcheck.TestCheckerWindows, kpjournal.TestTortureShort.
 package torture

@@ -122,8 +122,8 @@ func Run(cfg Config) (*Report, error) {
 	}
 	// Only a run that stopped early, or whose last reads failed, leaves
 	// operations no observation closed.
-	r.rep.Violations = append(r.rep.Violations, r.check.close(r.rep.Cycles-1)...)
-	r.rep.Linearizable = r.check.result()
+	r.rep.Violations = append(r.rep.Violations, r.check.Close(r.rep.Cycles-1)...)
+	r.rep.Linearizable = r.check.Result()
 	r.rep.Seconds = time.Since(start).Seconds()
 	return r.rep, nil
 }
@@ -174,7 +174,7 @@ func (r *run) observe(s *statestore.Store, cycle int) bool {
 				continue
 			}
 		}
-		if v := r.check.observe(cycle, porcupine.Operation{ClientId: 0, Input: c, Call: callTs, Output: res, Return: r.tick()}); v != "" {
+		if v := r.check.Observe(cycle, porcupine.Operation{ClientId: 0, Input: c, Call: callTs, Output: res, Return: r.tick()}); v != "" {
 			r.violate("%s", v)
 		}
 	}
@@ -183,7 +183,7 @@ func (r *run) observe(s *statestore.Store, cycle int) bool {
 
 // record puts an operation of cycle into the history.
 func (r *run) record(cycle int, o porcupine.Operation) {
-	if err := r.check.add(o); err != nil {
+	if err := r.check.Add(o); err != nil {
 		r.violate("cycle %d: %v", cycle, err)
 	}
 }

@@ -1,4 +1,4 @@
-package torture
+package regcheck
 
 import (
 	"fmt"
@@ -11,37 +11,37 @@ import (
 // hop is one operation of a hand-built cycle, with timestamps relative to
 // the cycle's start (0 to 99).
 type hop struct {
-	c         call
-	r         result
+	c         Call
+	r         Result
 	call, ret int64
 }
 
-func at(c call, r result, callTs, ret int64) hop { return hop{c, r, callTs, ret} }
+func at(c Call, r Result, callTs, ret int64) hop { return hop{c, r, callTs, ret} }
 
 // hcycle is one cycle of a hand-built history: the child's operations and
 // what the reads after the reopen showed; a key missing from obs is one
 // whose read failed.
 type hcycle struct {
 	ops []hop
-	obs map[string]result
+	obs map[string]Result
 }
 
 // feed runs cycles through a checker the way Run does: an observation of
 // every key before the first cycle (the store is new), each cycle's
 // operations, then its observations. It returns the checker and the
 // violations.
-func feed(t *testing.T, keys []string, cycles []hcycle) (*checker, []string) {
+func feed(t *testing.T, keys []string, cycles []hcycle) (*Checker, []string) {
 	t.Helper()
-	c := newChecker(0)
+	c := NewChecker(0)
 	var v []string
 	for i, k := range keys {
-		c.observe(-1, porcupine.Operation{Input: get(k), Output: notFound, Call: int64(2 * i), Return: int64(2*i + 1)})
+		c.Observe(-1, porcupine.Operation{Input: get(k), Output: notFound, Call: int64(2 * i), Return: int64(2*i + 1)})
 	}
 	for n, cy := range cycles {
 		base := int64(n+1) * 1000
 		for i, o := range cy.ops {
-			err := c.add(porcupine.Operation{Input: o.c, Output: o.r, Call: base + o.call, Return: base + o.ret,
-				Metadata: origin{Cycle: n, Op: uint64(i + 1)}})
+			err := c.Add(porcupine.Operation{Input: o.c, Output: o.r, Call: base + o.call, Return: base + o.ret,
+				Metadata: Origin{Cycle: n, Op: uint64(i + 1)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func feed(t *testing.T, keys []string, cycles []hcycle) (*checker, []string) {
 				continue
 			}
 			ts := base + 500 + int64(2*i)
-			if msg := c.observe(n, porcupine.Operation{Input: get(k), Output: r, Call: ts, Return: ts + 1}); msg != "" {
+			if msg := c.Observe(n, porcupine.Operation{Input: get(k), Output: r, Call: ts, Return: ts + 1}); msg != "" {
 				v = append(v, msg)
 			}
 		}
@@ -80,20 +80,20 @@ func TestCheckerWindows(t *testing.T) {
 				at(put("k", "b", 1), ok(2, ""), 3, 6),
 				at(put("k", "c", 1), conflictAt(2), 4, 7),
 				at(put("k", "d", 2), killed, 8, 90), // cut short, kept
-			}, map[string]result{"k": ok(3, "d")}},
+			}, map[string]Result{"k": ok(3, "d")}},
 			{[]hop{
 				at(get("k"), ok(3, "d"), 1, 2),
 				at(del("k", 3), ok(4, ""), 3, 4),
 				at(put("k", "e", 0), killed, 5, 90), // cut short, lost
-			}, map[string]result{"k": notFound}},
+			}, map[string]Result{"k": notFound}},
 			{[]hop{
 				at(put("k", "f", 0), ok(5, ""), 1, 2),
-				at(put("k", "g", blind), ok(6, ""), 3, 4),
-			}, map[string]result{"k": ok(6, "g")}},
+				at(put("k", "g", Blind), ok(6, ""), 3, 4),
+			}, map[string]Result{"k": ok(6, "g")}},
 		}, 3, nil, nil},
 		{"acknowledged write lost across a window boundary", k, []hcycle{
-			{[]hop{at(put("k", "a", 0), ok(1, ""), 1, 2)}, map[string]result{"k": ok(1, "a")}},
-			{[]hop{at(put("k", "b", 1), ok(2, ""), 1, 2)}, map[string]result{"k": ok(1, "a")}},
+			{[]hop{at(put("k", "a", 0), ok(1, ""), 1, 2)}, map[string]Result{"k": ok(1, "a")}},
+			{[]hop{at(put("k", "b", 1), ok(2, ""), 1, 2)}, map[string]Result{"k": ok(1, "a")}},
 		}, 2, []string{"k (cycle 1)"}, []string{
 			"cycle 1: the history of k (cycle 1) is not linearizable",
 			"2 operations from a@1",
@@ -104,8 +104,8 @@ func TestCheckerWindows(t *testing.T) {
 			{[]hop{
 				at(put("k", "a", 0), ok(1, ""), 1, 2),
 				at(put("k", "b", 1), ok(2, ""), 3, 4),
-			}, map[string]result{"k": ok(2, "b")}},
-			{[]hop{at(get("k"), ok(1, "a"), 1, 2)}, map[string]result{"k": ok(2, "b")}},
+			}, map[string]Result{"k": ok(2, "b")}},
+			{[]hop{at(get("k"), ok(1, "a"), 1, 2)}, map[string]Result{"k": ok(2, "b")}},
 		}, 2, []string{"k (cycle 1)"}, []string{
 			"cycle 1: the history of k (cycle 1)",
 			"from b@2",
@@ -116,7 +116,7 @@ func TestCheckerWindows(t *testing.T) {
 				at(put("k", "a", 0), ok(1, ""), 1, 2),
 				at(put("k", "b", 1), ok(2, ""), 3, 4),
 				at(get("k"), ok(1, "a"), 5, 6),
-			}, map[string]result{"k": ok(2, "b")}},
+			}, map[string]Result{"k": ok(2, "b")}},
 		}, 1, []string{"k (cycle 0)"}, []string{
 			"cycle 0: the history of k (cycle 0)",
 			"4 operations from absent",
@@ -124,8 +124,8 @@ func TestCheckerWindows(t *testing.T) {
 			"nothing explains op 3 of cycle 0 (get k -> ok a@1)",
 		}},
 		{"a write cut short takes effect after the reopen", k, []hcycle{
-			{[]hop{at(put("k", "a", 0), killed, 1, 90)}, map[string]result{"k": notFound}},
-			{[]hop{at(get("k"), ok(1, "a"), 1, 2)}, map[string]result{"k": ok(1, "a")}},
+			{[]hop{at(put("k", "a", 0), killed, 1, 90)}, map[string]Result{"k": notFound}},
+			{[]hop{at(get("k"), ok(1, "a"), 1, 2)}, map[string]Result{"k": ok(1, "a")}},
 		}, 2, []string{"k (cycle 1)"}, []string{
 			"nothing explains op 1 of cycle 1 (get k -> ok a@1)",
 		}},
@@ -134,11 +134,11 @@ func TestCheckerWindows(t *testing.T) {
 			{[]hop{
 				at(get("k"), ok(1, "a"), 1, 2),
 				at(put("k", "b", 1), ok(2, ""), 3, 4),
-			}, map[string]result{"k": ok(2, "b")}},
+			}, map[string]Result{"k": ok(2, "b")}},
 		}, 1, nil, nil},
 		{"an acknowledged write lost over a failed read", k, []hcycle{
 			{[]hop{at(put("k", "a", 0), ok(1, ""), 1, 2)}, nil},
-			{[]hop{at(get("k"), notFound, 1, 2)}, map[string]result{"k": notFound}},
+			{[]hop{at(get("k"), notFound, 1, 2)}, map[string]Result{"k": notFound}},
 		}, 1, []string{"k (cycles 0-1)"}, []string{
 			"cycle 1: the history of k (cycles 0-1)",
 			"ending with op 1 of cycle 0 (put k=a if 0 -> ok @1), leaving a@1",
@@ -148,14 +148,14 @@ func TestCheckerWindows(t *testing.T) {
 			{[]hop{
 				at(put("j", "a", 0), ok(1, ""), 1, 2),
 				at(put("k", "b", 0), ok(2, ""), 3, 4),
-			}, map[string]result{"j": ok(1, "a"), "k": notFound}},
+			}, map[string]Result{"j": ok(1, "a"), "k": notFound}},
 		}, 2, []string{"k (cycle 0)"}, []string{"the history of k (cycle 0)", "op 2 of cycle 0 (put k=b if 0 -> ok @2)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, v := feed(t, tc.keys, tc.cycles)
-			res := c.result()
+			res := c.Result()
 			if res.Windows != tc.windows || fmt.Sprint(res.Illegal) != fmt.Sprint(append([]string{}, tc.illegal...)) {
 				t.Fatalf("%d windows, illegal %q; want %d, %q (violations %q)", res.Windows, res.Illegal, tc.windows, tc.illegal, v)
 			}
@@ -183,7 +183,7 @@ func TestCheckerWindows(t *testing.T) {
 func TestCheckerClose(t *testing.T) {
 	t.Parallel()
 	c, v := feed(t, []string{"k"}, []hcycle{
-		{[]hop{at(put("k", "a", 0), ok(1, ""), 1, 2)}, map[string]result{"k": ok(1, "a")}},
+		{[]hop{at(put("k", "a", 0), ok(1, ""), 1, 2)}, map[string]Result{"k": ok(1, "a")}},
 		{[]hop{
 			at(put("k", "b", 1), ok(2, ""), 1, 2),
 			at(get("k"), ok(1, "a"), 3, 4),
@@ -192,14 +192,14 @@ func TestCheckerClose(t *testing.T) {
 	if len(v) != 0 {
 		t.Fatalf("violations before close: %q", v)
 	}
-	v = c.close(1)
+	v = c.Close(1)
 	if len(v) != 1 || !strings.Contains(v[0], "the history of k (cycle 1)") || !strings.Contains(v[0], "op 2 of cycle 1 (get k -> ok a@1)") {
 		t.Fatalf("close: %q", v)
 	}
-	if c.held() != 0 {
-		t.Fatalf("close left %d operations held", c.held())
+	if c.Held() != 0 {
+		t.Fatalf("close left %d operations held", c.Held())
 	}
-	if res := c.result(); res.Windows != 2 || res.Result != "illegal" {
+	if res := c.Result(); res.Windows != 2 || res.Result != "illegal" {
 		t.Fatalf("after close: %+v", res)
 	}
 }
@@ -210,9 +210,9 @@ func TestCheckerClose(t *testing.T) {
 func TestCheckerHoldsOneWindow(t *testing.T) {
 	t.Parallel()
 	keys := []string{"j", "k", "l"}
-	c := newChecker(0)
+	c := NewChecker(0)
 	for i, k := range keys {
-		c.observe(-1, porcupine.Operation{Input: get(k), Output: notFound, Call: int64(i), Return: int64(i)})
+		c.Observe(-1, porcupine.Operation{Input: get(k), Output: notFound, Call: int64(i), Return: int64(i)})
 	}
 	const cycles, perKey = 300, 20
 	rev := map[string]uint64{}
@@ -220,30 +220,30 @@ func TestCheckerHoldsOneWindow(t *testing.T) {
 	for n := range cycles {
 		for i := range perKey {
 			for _, k := range keys {
-				o := porcupine.Operation{Input: put(k, fmt.Sprintf("v%d.%d", n, i), blind), Call: ts, Return: ts + 1}
+				o := porcupine.Operation{Input: put(k, fmt.Sprintf("v%d.%d", n, i), Blind), Call: ts, Return: ts + 1}
 				rev[k]++
 				o.Output = ok(rev[k], "")
-				if err := c.add(o); err != nil {
+				if err := c.Add(o); err != nil {
 					t.Fatal(err)
 				}
 				ts += 2
 			}
 		}
-		if got, want := c.held(), perKey*len(keys); got != want {
+		if got, want := c.Held(), perKey*len(keys); got != want {
 			t.Fatalf("cycle %d: %d operations held before the reads, want this cycle's %d", n, got, want)
 		}
 		for _, k := range keys {
 			r := ok(rev[k], fmt.Sprintf("v%d.%d", n, perKey-1))
-			if msg := c.observe(n, porcupine.Operation{Input: get(k), Output: r, Call: ts, Return: ts + 1}); msg != "" {
+			if msg := c.Observe(n, porcupine.Operation{Input: get(k), Output: r, Call: ts, Return: ts + 1}); msg != "" {
 				t.Fatal(msg)
 			}
 			ts += 2
 		}
-		if c.held() != 0 {
-			t.Fatalf("cycle %d: %d operations held after every window closed", n, c.held())
+		if c.Held() != 0 {
+			t.Fatalf("cycle %d: %d operations held after every window closed", n, c.Held())
 		}
 	}
-	res := c.result()
+	res := c.Result()
 	if res.Result != "ok" || res.Windows != cycles*len(keys) || res.Operations != cycles*len(keys)*(perKey+1) ||
 		res.Keys != len(keys) || res.LargestWindow != perKey+1 {
 		t.Fatalf("result %+v", res)
@@ -254,45 +254,10 @@ func TestCheckerHoldsOneWindow(t *testing.T) {
 // no state to start from, and is refused rather than checked from a guess.
 func TestCheckerUnobservedKey(t *testing.T) {
 	t.Parallel()
-	c := newChecker(0)
-	err := c.add(porcupine.Operation{Input: put("k", "a", 0), Output: ok(1, ""), Call: 1, Return: 2,
-		Metadata: origin{Cycle: 3, Op: 7}})
+	c := NewChecker(0)
+	err := c.Add(porcupine.Operation{Input: put("k", "a", 0), Output: ok(1, ""), Call: 1, Return: 2,
+		Metadata: Origin{Cycle: 3, Op: 7}})
 	if err == nil || !strings.Contains(err.Error(), `key "k", which no read has observed: op 7 of cycle 3`) {
 		t.Fatalf("add on an unobserved key: %v", err)
-	}
-}
-
-// TestCutLinesAreNoEvidence feeds a cycle's lines the way the parent reads
-// them: a put issued but never answered, then lines the kill cut short.
-// None counts as acknowledged, the put is only maybe applied, and so the
-// reopen may show its key either way without a violation.
-func TestCutLinesAreNoEvidence(t *testing.T) {
-	t.Parallel()
-	k := casKey(0)
-	for _, after := range []result{notFound, {Code: codeOK, Rev: 1, Value: "v1"}} {
-		r := &run{rep: &Report{Violations: []string{}}, last: map[string]map[string]ackedOp{casNS: {}, leaseNS: {}},
-			known: map[string]uint64{}, served: map[string]uint64{}, check: newChecker(0)}
-		r.check.observe(-1, porcupine.Operation{Input: get(k), Output: notFound, Call: r.tick(), Return: r.tick()})
-		ev := newEvents(r, 0)
-		for _, l := range []string{
-			formatCall(1, put(k, "v1", 0)),
-			"R 1 o",
-			"L " + leaseKey(0) + " 7",
-			"C 2 put " + k,
-			"B",
-		} {
-			ev.line(l)
-		}
-		ev.finish(r.tick())
-		if r.rep.AcknowledgedWrites != 0 || r.rep.AcknowledgedLeases != 0 || ev.backup != "" ||
-			len(r.last[casNS])+len(r.last[leaseNS]) != 0 || r.known[casNS]+r.known[leaseNS] != 0 {
-			t.Fatalf("cut lines taken as evidence: report %+v, acknowledged %v, known %v, backup %q", *r.rep, r.last, r.known, ev.backup)
-		}
-		if r.rep.CutShort != 1 {
-			t.Fatalf("%d operations cut short, want the unanswered put", r.rep.CutShort)
-		}
-		if v := r.check.observe(0, porcupine.Operation{Input: get(k), Output: after, Call: r.tick(), Return: r.tick()}); v != "" || len(r.rep.Violations) != 0 {
-			t.Fatalf("reopen showing %v: violation %q %v", after, v, r.rep.Violations)
-		}
 	}
 }
