@@ -163,9 +163,14 @@ func segsPath(segs []pathSeg) string {
 	return b.String()
 }
 
-// appendKey uses dot notation where it is unambiguous and bracket notation
-// otherwise, so a namespaced parameter such as "transcoder.scale" is not
-// mistaken for two levels of nesting.
+// AppendMemberPath appends member key to a path as this package's errors
+// spell it (Error.Path), for a validator of another package whose errors
+// must read alike: dot notation where it is unambiguous, a quoted bracket
+// otherwise (so a namespaced parameter such as "transcoder.scale" is not
+// mistaken for two levels of nesting), names over 64 bytes cut.
+func AppendMemberPath(b *strings.Builder, key string) { appendKey(b, key) }
+
+// appendKey is AppendMemberPath.
 func appendKey(b *strings.Builder, key string) {
 	if isPlainKey(key) {
 		b.WriteByte('.')

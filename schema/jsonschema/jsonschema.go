@@ -245,11 +245,11 @@ func instancePath(doc map[string]any, loc []string, member string) string {
 			continue
 		}
 		m, _ := cur.(map[string]any)
-		appendKey(&b, seg)
+		schema.AppendMemberPath(&b, seg)
 		cur = m[seg]
 	}
 	if member != "" {
-		appendKey(&b, member)
+		schema.AppendMemberPath(&b, member)
 	}
 	return b.String()
 }
@@ -312,34 +312,3 @@ func (v *jsonSchemaValidator) index(root *jsonschema.Schema) {
 
 // Fingerprint is the SHA-256 of the schema's canonical definition.
 func (v *jsonSchemaValidator) Fingerprint() string { return "jsonschema:" + v.definition }
-
-// appendKey writes a member as package schema's paths spell it (dot
-// notation where unambiguous, a quoted bracket otherwise, long names cut),
-// so an error reads alike whichever validator found it;
-// TestPathsSpelledAsSchema holds the two spellings together.
-func appendKey(b *strings.Builder, key string) {
-	if isPlainKey(key) {
-		b.WriteByte('.')
-		b.WriteString(key)
-		return
-	}
-	if len(key) > 64 {
-		key = strings.ToValidUTF8(key[:64], "") + "..."
-	}
-	b.WriteByte('[')
-	b.WriteString(strconv.Quote(key))
-	b.WriteByte(']')
-}
-
-func isPlainKey(key string) bool {
-	if key == "" || len(key) > 64 {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}

@@ -224,11 +224,18 @@ func runNetworkFanout(env *Env) ([]harness.Result, error) { return networkFanout
 // networkFanout is the three fan-outs at once, their writes alternating:
 // ws_fanout.net, etcd_watch_fanout.net and nats_kv_watch_fanout.net, the
 // rows the report's fan-out ratios and targets read.
-func networkFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
+func networkFanout(env *Env, size fanoutSize) ([]harness.Result, error) {
+	return alternateFanouts(env, size, []fanoutOpen{openWSFanout, openEtcdFanout, openNATSFanout}, report.Network, "stores")
+}
+
+// alternateFanouts opens the sides, runs their writes alternating
+// (fanoutAlternate) and returns each side's row under row(its name), its
+// note saying what it alternated with (others: "stores", "fan-outs").
+func alternateFanouts(env *Env, size fanoutSize, opens []fanoutOpen, row func(string) string, others string) (out []harness.Result, err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
 	var sides []*fanoutSide
-	for _, open := range []fanoutOpen{openWSFanout, openEtcdFanout, openNATSFanout} {
+	for _, open := range opens {
 		s, closeSide, err := open(env, size)
 		if err != nil {
 			return nil, err
@@ -240,9 +247,9 @@ func networkFanout(env *Env, size fanoutSize) (out []harness.Result, err error) 
 		return nil, err
 	}
 	for _, s := range sides {
-		r := s.result(report.Network(s.name))
+		r := s.result(row(s.name))
 		r.Rounds = s.rounds
-		r.Note += fmt.Sprintf("; %d rounds of one write alternating with %d other stores", size.rounds, len(sides)-1)
+		r.Note += fmt.Sprintf("; %d rounds of one write alternating with %d other %s", size.rounds, len(sides)-1, others)
 		out = append(out, r)
 	}
 	return out, nil

@@ -48,32 +48,12 @@ const (
 	namePipeFanoutFloor = "pipe_fanout_floor"
 )
 
-func runInProcessFanout(env *Env) (out []harness.Result, err error) {
+func runInProcessFanout(env *Env) ([]harness.Result, error) {
 	return inProcessFanout(env, fullFanout)
 }
 
-func inProcessFanout(env *Env, size fanoutSize) (out []harness.Result, err error) {
-	var cl closers
-	defer func() { err = errors.Join(err, cl.close()) }()
-	var sides []*fanoutSide
-	for _, open := range []fanoutOpen{openRegistryFanout, openWireFanout, openPipeFanoutFloor} {
-		s, closeSide, err := open(env, size)
-		if err != nil {
-			return nil, err
-		}
-		cl = append(cl, closeSide)
-		sides = append(sides, s)
-	}
-	if err := fanoutAlternate(env.Run, sides); err != nil {
-		return nil, err
-	}
-	for _, s := range sides {
-		r := s.result(report.Alternating(s.name))
-		r.Rounds = s.rounds
-		r.Note += fmt.Sprintf("; %d rounds of one write alternating with %d other fan-outs", size.rounds, len(sides)-1)
-		out = append(out, r)
-	}
-	return out, nil
+func inProcessFanout(env *Env, size fanoutSize) ([]harness.Result, error) {
+	return alternateFanouts(env, size, []fanoutOpen{openRegistryFanout, openWireFanout, openPipeFanoutFloor}, report.Alternating, "fan-outs")
 }
 
 // fanoutWatchID is watcher w's watch ID, and watcherOf its inverse.
