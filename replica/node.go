@@ -214,6 +214,9 @@ func Start(cfg Config, fsm raft.FSM) (*Node, error) {
 		changed = make(chan struct{}, 1)
 		fsm = &configFSM{FSM: fsm, st: st, changed: changed}
 	}
+	if r, ok := cfg.LogStore.(SnapshotRestoreNoter); ok {
+		snaps = &restoreNotes{SnapshotStore: snaps, log: r}
+	}
 	if err == nil {
 		n.raft, err = raft.NewRaft(conf, fsm, logs, cfg.StableStore, snaps, n.trans)
 	}
@@ -420,4 +423,32 @@ func (s *tlsStream) Addr() net.Addr            { return s.ln.Addr() }
 
 func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(address), s.tc)
+}
+
+// SnapshotRestoreNoter is a LogStore that wants to know which snapshot
+// raft is about to restore. Raft v1.8.0, after installing a leader's
+// snapshot on a MonotonicLogStore, deletes the whole log but keeps its own
+// last-log index: a log that held entries above the snapshot would then
+// take the next entries after that index and leave the ones between the
+// snapshot and it in neither (a rejoining follower panicked with "log not
+// found"). Told the snapshot's index, the log keeps those entries through
+// the deletion instead (raftlog.LogStore.RestoringSnapshot).
+type SnapshotRestoreNoter interface {
+	RestoringSnapshot(index uint64)
+}
+
+// restoreNotes tells log the index of every snapshot raft opens: raft
+// opens a snapshot only to restore it (at start, and to install a
+// leader's).
+type restoreNotes struct {
+	raft.SnapshotStore
+	log SnapshotRestoreNoter
+}
+
+func (r *restoreNotes) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := r.SnapshotStore.Open(id)
+	if err == nil {
+		r.log.RestoringSnapshot(meta.Index)
+	}
+	return meta, rc, err
 }

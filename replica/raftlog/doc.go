@@ -78,9 +78,13 @@
 //     concurrently with the changes. The newest 512 entries stored are
 //     also held in memory (raft's replication reads back what the leader
 //     just stored, once per follower) and any deletion or reset forgets
-//     them, so memory never answers for an entry the journal dropped.
-//     Code: LogStore.GetLog, LogStore.DeleteRange, LogStore.FirstIndex, LogStore.LastIndex, LogStore.remember, LogStore.forget.
-//     Tests: TestDifferentialAgainstInmemStore, TestReadsDuringStores,
+//     them, so memory never answers for an entry the journal dropped. A
+//     deletion of everything right after raft restored a snapshot the log
+//     outruns keeps the entries above the snapshot (raft v1.8.0 keeps its
+//     last-log index there; deleting them left a rejoining follower with a
+//     hole and a "log not found" panic the nemesis found).
+//     Code: LogStore.GetLog, LogStore.DeleteRange, LogStore.FirstIndex, LogStore.LastIndex, LogStore.remember, LogStore.forget, LogStore.RestoringSnapshot.
+//     Tests: TestDifferentialAgainstInmemStore, TestReadsDuringStores, TestDeleteAllAfterARestoreKeepsWhatIsAbove,
 //     TestRaftRunsOnTheStores.
 //  3. What raft's contract rules out is refused with a *RefusedError
 //     naming the index and changes nothing: a batch not continuing the

@@ -96,7 +96,12 @@ type LogStore struct {
 	staged  uint64 // StageCommitIndex's, persisted by the next StoreLogs
 	commit  uint64 // the persisted commit floor (see the package doc)
 	closed  bool
-	recs    []*journal.Record
+	// restoring is the index of the snapshot raft is restoring, while
+	// restoringSet: the next deletion of the whole log keeps the entries
+	// above it (RestoringSnapshot).
+	restoring    uint64
+	restoringSet bool
+	recs         []*journal.Record
 	ents    []journal.RaftEntry
 
 	// recent holds the newest entries stored, entry i at i mod its
@@ -380,9 +385,21 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 	switch {
 	case empty || hi < first || lo > last:
 		return nil // nothing stored in the range
+	case lo <= first && hi >= last && s.restoringSet && s.restoring < last:
+		// Everything, right after raft restored the snapshot at
+		// s.restoring, which the log outruns: raft still counts the
+		// entries above the snapshot as its log (RestoringSnapshot), so
+		// they stay, and only those the snapshot holds go.
+		s.restoringSet = false
+		if s.restoring >= first {
+			if err := s.j.TruncateFront(s.restoring + 1); err != nil {
+				return fmt.Errorf("raftlog: delete range %d..%d keeping %d..%d above the restored snapshot: %w", lo, hi, s.restoring+1, last, err)
+			}
+		}
 	case lo <= first && hi >= last:
 		// Everything: the journal starts over after last; StoreLogs
 		// moves it to wherever raft continues.
+		s.restoringSet = false
 		if err := s.j.Reset(last + 1); err != nil {
 			return fmt.Errorf("raftlog: delete range %d..%d: %w", lo, hi, err)
 		}
@@ -404,6 +421,21 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 			Reason: fmt.Sprintf("%d..%d lies strictly inside %d..%d and would leave a hole", lo, hi, first, last)}
 	}
 	return nil
+}
+
+// RestoringSnapshot notes that raft is restoring the snapshot at index
+// (replica.SnapshotRestoreNoter). Raft v1.8.0 follows the install of a
+// leader's snapshot with a deletion of the whole log (removeOldLogs) but
+// leaves its own last-log index where the log ended: were the entries
+// above the snapshot deleted too, the next AppendEntries would be taken
+// after that index, and the entries between the snapshot and it would be
+// in neither. So the next deletion of everything keeps the entries above
+// index, as raft's own compaction of a non-monotonic log would; entries
+// that conflict with the leader's are then cut as any suffix is.
+func (s *LogStore) RestoringSnapshot(index uint64) {
+	s.mu.Lock()
+	s.restoring, s.restoringSet = index, true
+	s.mu.Unlock()
 }
 
 // IsMonotonic reports true: the log holds no gaps, so raft deletes every

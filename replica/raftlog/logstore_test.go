@@ -607,3 +607,72 @@ func TestFailedSyncKeepsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeleteAllAfterARestoreKeepsWhatIsAbove: a deletion of the whole log
+// right after raft restored a snapshot keeps the entries above it (raft
+// still counts them as its log; see RestoringSnapshot), once; without a
+// restore, or with a snapshot at or above the log's end, everything goes.
+func TestDeleteAllAfterARestoreKeepsWhatIsAbove(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		first, last uint64
+		restoring   int64 // -1: no restore noted
+		wantFirst   uint64
+		wantLast    uint64 // 0: empty
+	}{
+		{"a snapshot inside the log", 1, 40, 25, 26, 40},
+		{"a snapshot below the log", 30, 40, 10, 30, 40},
+		{"a snapshot at the log's end", 1, 40, 40, 0, 0},
+		{"a snapshot above the log", 1, 40, 90, 0, 0},
+		{"no restore", 1, 40, -1, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStore(t, filepath.Join(t.TempDir(), "raft"), Options{SegmentSize: 16 << 10})
+			defer s.Close()
+			r := rand.New(rand.NewPCG(tc.first, tc.last))
+			var logs []*raft.Log
+			for i := tc.first; i <= tc.last; i++ {
+				logs = append(logs, newLog(r, i, 3))
+			}
+			if err := s.StoreLogs(logs); err != nil {
+				t.Fatal(err)
+			}
+			if tc.restoring >= 0 {
+				s.RestoringSnapshot(uint64(tc.restoring))
+			}
+			if err := s.DeleteRange(tc.first, tc.last); err != nil {
+				t.Fatal(err)
+			}
+			first, _ := s.FirstIndex()
+			last, _ := s.LastIndex()
+			if tc.wantLast == 0 {
+				if last != 0 {
+					t.Fatalf("the log holds %d..%d, want nothing", first, last)
+				}
+			} else if first != tc.wantFirst || last != tc.wantLast {
+				t.Fatalf("the log holds %d..%d, want %d..%d", first, last, tc.wantFirst, tc.wantLast)
+			}
+			for i := tc.wantFirst; tc.wantLast != 0 && i <= tc.wantLast; i++ {
+				var got raft.Log
+				if err := s.GetLog(i, &got); err != nil {
+					t.Fatalf("GetLog(%d): %v", i, err)
+				}
+				if err := sameLog(&got, logs[i-tc.first]); err != nil {
+					t.Fatalf("GetLog(%d): %v", i, err)
+				}
+			}
+			// The note holds for one deletion only.
+			if last != 0 {
+				if err := s.DeleteRange(first, last); err != nil {
+					t.Fatal(err)
+				}
+				if l, _ := s.LastIndex(); l != 0 {
+					t.Fatalf("a second deletion of everything left up to %d", l)
+				}
+			}
+		})
+	}
+}
