@@ -102,7 +102,7 @@ type LogStore struct {
 	restoring    uint64
 	restoringSet bool
 	recs         []*journal.Record
-	ents    []journal.RaftEntry
+	ents         []journal.RaftEntry
 
 	// recent holds the newest entries stored, entry i at i mod its
 	// length, so that raft's replication (which reads back what the
