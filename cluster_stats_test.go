@@ -183,7 +183,7 @@ func TestClusterStatsFollowerCutOffFromRaft(t *testing.T) {
 		return ok, st.String()
 	})
 	c.net.Isolate(raftAddrOf(c, f))
-	at := followerOf(t, l.Cluster().Stats(), id)
+	followerOf(t, l.Cluster().Stats(), id) // listed before the writes
 	for i := range 3 {
 		if _, err := clusterPut(l, fmt.Sprintf("cut%d", i), i, statestore.Expect{}); err != nil {
 			t.Fatal(err)
@@ -193,6 +193,8 @@ func TestClusterStatsFollowerCutOffFromRaft(t *testing.T) {
 		st := l.Cluster().Stats()
 		leaderMoved(t, l, st)
 		g := followerOf(t, st, id)
-		return g.Lag >= at.Lag+3 && g.LastContact > time.Second, st.String()
+		// At least the 3 writes it cannot have received (its lag before
+		// them may be a progress poll stale, so it is no floor).
+		return g.Lag >= 3 && g.LastContact > time.Second, st.String()
 	})
 }
