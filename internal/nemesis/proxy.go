@@ -45,19 +45,42 @@ type Proxy struct {
 	done  chan struct{} // closed once the accept loop returned
 }
 
-// link is one proxied connection, both of its sides.
+// link is one proxied connection, both of its sides. Its own lock orders
+// attaching the target's side (serve, once dialed) against closing it
+// (Set, from another goroutine).
 type link struct {
-	in, out net.Conn
-	once    sync.Once
+	in net.Conn
+
+	mu     sync.Mutex
+	out    net.Conn
+	closed bool
 }
 
 func (l *link) close() {
-	l.once.Do(func() {
-		l.in.Close()
-		if l.out != nil {
-			l.out.Close()
-		}
-	})
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	out := l.out
+	l.mu.Unlock()
+	l.in.Close()
+	if out != nil {
+		out.Close()
+	}
+}
+
+// attach sets the target's side, and reports false when the link was
+// closed first (the caller then closes out).
+func (l *link) attach(out net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.out = out
+	return true
 }
 
 // NewProxy listens on a fresh 127.0.0.1 port and forwards to target.
@@ -146,10 +169,9 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	p.mu.Lock()
-	l.out = out
 	_, live := p.links[l]
 	p.mu.Unlock()
-	if !live { // cut while dialing: close has run, without out
+	if !live || !l.attach(out) { // cut while dialing: close has run, without out
 		out.Close()
 		return
 	}
