@@ -140,18 +140,7 @@ func printTorture(w io.Writer, rep *torture.Report) error {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%v\n", r.name, r.value)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(lin.TimedOut) > 0 {
-		fmt.Fprintf(w, "\nthe linearizability check timed out on %v\n", lin.TimedOut)
-	}
-	for _, v := range rep.Violations {
-		if _, err := fmt.Fprintf(w, "VIOLATION: %s\n", v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return printTortureEnd(w, tw, lin.TimedOut, rep.Violations)
 }
 
 const clusterTortureAbout = `
@@ -265,13 +254,19 @@ func printNemesis(w io.Writer, rep *nemesis.Report) error {
 	for _, k := range slices.Sorted(maps.Keys(rep.Unknown)) {
 		fmt.Fprintf(tw, "  unknown: %s\t%d\n", k, rep.Unknown[k])
 	}
+	return printTortureEnd(w, tw, lin.TimedOut, rep.Violations)
+}
+
+// printTortureEnd ends both torture reports alike: the table, the keys
+// whose linearizability check timed out, and each violation.
+func printTortureEnd(w io.Writer, tw *tabwriter.Writer, timedOut, violations []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(lin.TimedOut) > 0 {
-		fmt.Fprintf(w, "\nthe linearizability check timed out on %v\n", lin.TimedOut)
+	if len(timedOut) > 0 {
+		fmt.Fprintf(w, "\nthe linearizability check timed out on %v\n", timedOut)
 	}
-	for _, v := range rep.Violations {
+	for _, v := range violations {
 		if _, err := fmt.Fprintf(w, "VIOLATION: %s\n", v); err != nil {
 			return err
 		}
