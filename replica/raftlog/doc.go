@@ -75,8 +75,8 @@
 //  2. The log answers as raft.InmemStore does for every sequence raft can
 //     issue (StoreLog(s), GetLog, First/LastIndex, prefix, suffix and
 //     whole deletions, reopen), entries field by field, and GetLog reads
-//     concurrently with the changes. The newest 512 entries stored are
-//     also held in memory (raft's replication reads back what the leader
+//     concurrently with the changes. The newest 512 entries stored (at most
+//     8 MiB of them) are also held in memory (raft's replication reads back what the leader
 //     just stored, once per follower) and any deletion or reset forgets
 //     them, so memory never answers for an entry the journal dropped. A
 //     deletion of everything right after raft restored a snapshot the log

@@ -109,14 +109,22 @@ type LogStore struct {
 	// leader just stored, for every follower) is served from memory, not
 	// the journal. Guarded by rmu, not mu: GetLog must not wait for a
 	// StoreLogs' fdatasync. Any deletion empties it.
-	rmu    sync.RWMutex
-	recent []*raft.Log
+	rmu         sync.RWMutex
+	recent      []*raft.Log
+	recentBytes int // the data and extensions recent holds, at most recentMaxBytes
 }
 
 // recentEntries is the length of LogStore.recent: more than raft sends a
 // follower in one AppendEntries (MaxAppendEntries, 64 by default) times
 // the batches a slow follower trails by.
 const recentEntries = 512
+
+// recentMaxBytes bounds what recent holds: an entry is a store batch, up
+// to a writer's document per writer, so 512 of them could hold hundreds of
+// megabytes. An entry that would pass the bound is read from the journal.
+const recentMaxBytes = 8 << 20
+
+func logBytes(l *raft.Log) int { return len(l.Data) + len(l.Extensions) }
 
 var (
 	_ raft.LogStore               = (*LogStore)(nil)
@@ -348,7 +356,15 @@ func (s *LogStore) remember(logs []*raft.Log) {
 		s.recent = make([]*raft.Log, recentEntries)
 	}
 	for _, l := range logs {
-		s.recent[l.Index%uint64(len(s.recent))] = l
+		slot := &s.recent[l.Index%uint64(len(s.recent))]
+		if *slot != nil {
+			s.recentBytes -= logBytes(*slot)
+			*slot = nil
+		}
+		if n := logBytes(l); s.recentBytes+n <= recentMaxBytes {
+			*slot = l
+			s.recentBytes += n
+		}
 	}
 }
 
@@ -356,6 +372,7 @@ func (s *LogStore) remember(logs []*raft.Log) {
 func (s *LogStore) forget() {
 	s.rmu.Lock()
 	clear(s.recent)
+	s.recentBytes = 0
 	s.rmu.Unlock()
 }
 

@@ -676,3 +676,28 @@ func TestDeleteAllAfterARestoreKeepsWhatIsAbove(t *testing.T) {
 		})
 	}
 }
+
+// TestRecentEntriesAreBoundedInBytes: what the log holds in memory of its
+// newest entries stays within recentMaxBytes however large they are, and
+// every entry still reads back (from the journal when not held).
+func TestRecentEntriesAreBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, filepath.Join(t.TempDir(), "raft"), Options{})
+	defer s.Close()
+	big := make([]byte, 1<<20)
+	for i := uint64(1); i <= 20; i++ {
+		big[0] = byte(i)
+		if err := s.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Clone(big)}}); err != nil {
+			t.Fatal(err)
+		}
+		if s.recentBytes > recentMaxBytes {
+			t.Fatalf("after entry %d memory holds %d bytes of entries, the bound is %d", i, s.recentBytes, recentMaxBytes)
+		}
+	}
+	for i := uint64(1); i <= 20; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil || len(l.Data) != len(big) || l.Data[0] != byte(i) {
+			t.Fatalf("GetLog(%d): %v, %d bytes starting %d", i, err, len(l.Data), l.Data[0])
+		}
+	}
+}
