@@ -221,12 +221,15 @@
 //     acknowledged record before another append: records of a failed batch,
 //     and of every batch written after the last good sync, never reappear
 //     on the next open. A sync that was in flight across such a recovery
-//     acknowledges nothing, even if its own fdatasync succeeded.
+//     acknowledges nothing, even if its own fdatasync succeeded. A Read
+//     after such a failure does the recovery itself rather than wait for
+//     the next append (a raft follower reads before it writes again).
 //     Code: Journal.failLocked, Journal.recoverLocked, Journal.recoverAfter,
-//     Journal.recoverFailedSync, Journal.epoch.
+//     Journal.recoverFailedSync, Journal.epoch, Journal.Read.
 //     Tests: TestRecoverDropsFailedBatch, TestSyncFailureCutsBack,
 //     TestSyncRacingRecovery, TestSyncFailureDuringWrite,
-//     TestFailedSyncNeverAcknowledgesLostPages, TestSealAcknowledgesWholeBatchesOnly.
+//     TestFailedSyncNeverAcknowledgesLostPages, TestSealAcknowledgesWholeBatchesOnly,
+//     TestReadAfterAFailedWriteReopens.
 //  13. Decoding checks every length against Limits before slicing, so
 //     metadata is validated before a document is touched and a corrupted
 //     length cannot make the decoder allocate beyond the bounds.

@@ -286,3 +286,60 @@ func TestTruncateBackCrashLeavesNoGap(t *testing.T) {
 		t.Fatalf("not contiguous: %v", err)
 	}
 }
+
+// TestReadAfterAFailedWriteReopens: a failed fdatasync or a failed
+// truncation discards the wal handle; the next Read reopens it instead of
+// failing until some Write does. A raft follower reads its log (the term
+// of the entry before the leader's) before it writes again, so a Read
+// that waited for a Write refused every AppendEntries for ever.
+func TestReadAfterAFailedWriteReopens(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		fail func(j *Journal, h *fault.Hooks) error
+		last uint64 // LastIndex after the failure
+	}{
+		{"failed sync and recovery", func(j *Journal, h *fault.Hooks) error {
+			defer h.SetSync(func(string) error { return syscall.EIO })()
+			defer h.SetDiskSync(func(string) error { return syscall.EIO })() // the immediate recovery fails too
+			_, err := j.Append([]*Record{raftRec(1, "lost")})
+			return err
+		}, 40},
+		{"failed truncation", func(j *Journal, h *fault.Hooks) error {
+			defer h.SetSync(func(string) error { return syscall.EIO })()
+			defer h.SetDiskSync(func(string) error { return syscall.EIO })()
+			return j.TruncateBack(30)
+		}, 30},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "journal")
+			h := &fault.Hooks{}
+			j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			appendRaft(t, j, 40)
+			if err := c.fail(j, h); !errors.Is(err, syscall.EIO) {
+				t.Fatalf("with its syncs failing: %v", err)
+			}
+			if j.LastIndex() != c.last {
+				t.Fatalf("LastIndex %d, want %d", j.LastIndex(), c.last)
+			}
+			for _, i := range []uint64{1, c.last} {
+				frame, err := j.Read(i, nil)
+				if err != nil {
+					t.Fatalf("Read(%d) with no write since the failure: %v", i, err)
+				}
+				if _, err := Decode(frame, raftLimits); err != nil {
+					t.Fatalf("Read(%d): %v", i, err)
+				}
+			}
+			if _, err := j.Read(c.last+1, nil); !errors.Is(err, ErrNoRecord) {
+				t.Fatalf("Read(%d) past the end: %v", c.last+1, err)
+			}
+		})
+	}
+}

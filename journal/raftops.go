@@ -78,8 +78,24 @@ func (j *Journal) Read(index uint64, dst []byte) ([]byte, error) {
 	}
 	if log == nil || reclaimed {
 		// A failed write left no handle, or Reclaim removed files the
-		// handle still lists: the next Write or truncation reopens it.
-		return nil, &StorageError{Op: "read", Index: index, Err: errors.New("the journal is being recovered")}
+		// handle still lists: reopen it here rather than at the next
+		// Write, since a raft follower reads its log (the previous
+		// entry's term) before it writes again, and would otherwise
+		// refuse every AppendEntries for ever.
+		j.mu.Lock()
+		release := j.claimFilesLocked()
+		err := j.recoverLocked()
+		first, last, log = j.first, j.last, j.log
+		release()
+		j.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, &StorageError{Op: "read", Index: index, Err: fmt.Errorf("reopening after a failed write: %w", err)}
+		case index < first || index > last:
+			return nil, &RangeError{Op: "read", Index: index, First: first, Last: last}
+		case log == nil:
+			return nil, &StorageError{Op: "read", Index: index, Err: errors.New("no segment holds it after recovery")}
+		}
 	}
 	data, err := log.Read(index)
 	if err != nil {

@@ -100,7 +100,22 @@
 //     Code: Open, journal.Journal.Reset, journal.JudgeTail.
 //     Tests: TestSIGKILLLosesNothingAcknowledged, TestCorruptEntryBeforeTheTail,
 //     TestTornTailCutUnlessCommitted, journal.TestResetMarkerFinishedByOpen.
-//  5. The StableStore file is replaced whole, atomically and durably, on
+//  5. A failure never leaves the log shorter than raft believes it.
+//     Raft v1.8.0 moves its own last-log index only when the StoreLogs
+//     after a cut of a conflicting suffix succeeds: when the cut or that
+//     StoreLogs fails, the cut entries are given back (served from memory
+//     at once, written back before the next change; with the persisted
+//     commit floor, so a restart never counts them committed), and a read
+//     after a failed write reopens the journal instead of failing. Either
+//     gap left the follower refusing every AppendEntries ("failed to get
+//     log entry") until the leader sent a snapshot, or for ever on a short
+//     log (the nemesis saw a node stuck 50 s). A suffix over 64 MiB is cut
+//     without this.
+//     Code: LogStore.DeleteRange, LogStore.StoreLogs, LogStore.settle, LogStore.suffix, LogStore.bounds,
+//     LogStore.GetLog, journal.Journal.Read.
+//     Tests: TestUnsettledSuffixDeletion, TestDeposedLeaderCatchesUpAfterAFailedStore,
+//     journal.TestReadAfterAFailedWriteReopens.
+//  6. The StableStore file is replaced whole, atomically and durably, on
 //     every Set; a file failing its checks is a *StableCorruptError, never
 //     an empty store (which would let the node vote twice in a term), and
 //     a failed Set keeps the old value.

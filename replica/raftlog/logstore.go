@@ -104,6 +104,24 @@ type LogStore struct {
 	recs         []*journal.Record
 	ents         []journal.RaftEntry
 
+	// undo holds the entries a suffix deletion removed, until the
+	// StoreLogs after it succeeds (raft's appendEntries stores right
+	// after it cuts a conflicting suffix). Raft v1.8.0 moves its own
+	// last-log index only when that StoreLogs succeeds: if the deletion
+	// or the StoreLogs fails, raft still counts the deleted entries as
+	// its log, asks for them (GetLog of an index it believes stored),
+	// fails the AppendEntries, and the leader walks back one index per
+	// round trip until it sends a snapshot: the follower stalls for as
+	// long. So once a failure made them owed (undoOwed), the log answers
+	// as if they were there (GetLog, LastIndex: shown) and writes them
+	// back before any other change is made. Until a failure the log
+	// answers as without them, as raft.InmemStore would. Guarded by mu;
+	// shown (undo while owed, else nil) by rmu as well, for GetLog,
+	// which does not take mu.
+	undo     []*raft.Log
+	undoOwed bool
+	shown    []*raft.Log
+
 	// recent holds the newest entries stored, entry i at i mod its
 	// length, so that raft's replication (which reads back what the
 	// leader just stored, for every follower) is served from memory, not
@@ -201,9 +219,25 @@ func (s *LogStore) Stats() journal.Stats { return s.j.Stats() }
 // the LogStore's.
 func (s *LogStore) Journal() *journal.Journal { return s.j }
 
-// bounds are the journal's first and last index, and whether it holds no
-// entry (first > last then).
+// bounds are the log's first and last index as raft sees it, and whether
+// it holds no entry (first > last then): the journal's, extended by the
+// entries of a suffix deletion not yet settled (LogStore.undo). mu is
+// held.
 func (s *LogStore) bounds() (first, last uint64, empty bool) {
+	first, last, empty = s.stored()
+	if n := len(s.shown); n > 0 {
+		last = s.shown[n-1].Index
+		if empty {
+			first = s.shown[0].Index
+		}
+		empty = false
+	}
+	return first, last, empty
+}
+
+// stored are the journal's own first and last index, and whether it
+// holds no entry.
+func (s *LogStore) stored() (first, last uint64, empty bool) {
 	first, last = s.j.FirstIndex(), s.j.LastIndex()
 	return first, last, first > last
 }
@@ -240,6 +274,11 @@ func (s *LogStore) LastIndex() (uint64, error) {
 // log does not hold it. Each read checks the entry's CRC.
 func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
 	s.rmu.RLock()
+	if n := len(s.shown); n > 0 && index >= s.shown[0].Index && index <= s.shown[n-1].Index {
+		*log = *s.shown[index-s.shown[0].Index]
+		s.rmu.RUnlock()
+		return nil
+	}
 	if len(s.recent) > 0 {
 		if l := s.recent[index%uint64(len(s.recent))]; l != nil && l.Index == index {
 			*log = *l
@@ -277,7 +316,7 @@ func (s *LogStore) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Lo
 // after a snapshot install). Each entry carries the commit index staged
 // before the call, so the one sync persists it too. Nothing of a refused
 // or failed batch is kept.
-func (s *LogStore) StoreLogs(logs []*raft.Log) error {
+func (s *LogStore) StoreLogs(logs []*raft.Log) (err error) {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -286,8 +325,28 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 	if s.closed {
 		return journal.ErrClosed
 	}
-	first, last, empty := s.bounds()
 	start := logs[0].Index
+	if len(s.undo) > 0 && (s.undoOwed || start != s.undo[0].Index) {
+		// Not the batch that replaces the deleted suffix: the suffix is
+		// raft's log again first.
+		s.setUndo(s.undo, true)
+		if err := s.settle(); err != nil {
+			return err
+		}
+	}
+	if len(s.undo) > 0 {
+		defer func() {
+			if err != nil {
+				// Raft keeps its last-log index where the deleted suffix
+				// ended: the suffix goes back (or is owed).
+				s.setUndo(s.undo, true)
+				_ = s.settle() // the error returned is the batch's; a failed write-back is retried by the next change
+				return
+			}
+			s.setUndo(nil, false)
+		}()
+	}
+	first, last, empty := s.stored()
 	for i, l := range logs {
 		if l.Index != start+uint64(i) {
 			return &RefusedError{Op: "store logs", Index: l.Index, Err: ErrGap,
@@ -315,6 +374,18 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		return &RefusedError{Op: "store logs", Index: start, Err: ErrGap,
 			Reason: fmt.Sprintf("the log holds %d..%d, so the next entry is %d", first, last, last+1)}
 	}
+	commit := s.staged
+	if err := s.append(logs, commit); err != nil {
+		return fmt.Errorf("raftlog: store logs %d..%d: %w", start, start+uint64(len(logs))-1, err)
+	}
+	s.commit = max(s.commit, min(commit, start+uint64(len(logs))-1))
+	s.remember(logs)
+	return nil
+}
+
+// append writes logs, which continue the journal, as one batch carrying
+// commit, and syncs it. mu is held.
+func (s *LogStore) append(logs []*raft.Log, commit uint64) error {
 	if cap(s.ents) < len(logs) {
 		s.ents = make([]journal.RaftEntry, len(logs))
 		s.recs = make([]*journal.Record, len(logs))
@@ -323,12 +394,12 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	ents, recs := s.ents[:len(logs)], s.recs[:len(logs)]
-	commit := s.staged
 	for i, l := range logs {
 		ents[i] = journal.RaftEntry{Term: l.Term, Commit: commit, Type: uint8(l.Type), AppendedAt: l.AppendedAt,
 			Extensions: l.Extensions, Data: l.Data}
 		recs[i].Raft = &ents[i]
 	}
+	start := logs[0].Index
 	_, err := s.j.Write(recs, start)
 	if err == nil && s.direct {
 		err = s.j.Sync(start + uint64(len(logs)) - 1)
@@ -339,13 +410,46 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 	for i := range ents {
 		ents[i] = journal.RaftEntry{}
 	}
-	if err != nil {
-		return fmt.Errorf("raftlog: store logs %d..%d: %w", start, start+uint64(len(logs))-1, err)
+	return err
+}
+
+// setUndo replaces the entries of the unsettled suffix deletion, and
+// whether their write-back is owed. mu is held; rmu is taken for GetLog's
+// sake.
+func (s *LogStore) setUndo(logs []*raft.Log, owed bool) {
+	s.rmu.Lock()
+	s.undo, s.undoOwed, s.shown = logs, owed && logs != nil, nil
+	if s.undoOwed {
+		s.shown = logs
 	}
-	s.commit = max(s.commit, min(commit, start+uint64(len(logs))-1))
-	s.remember(logs)
+	s.rmu.Unlock()
+}
+
+// settle writes back the entries of a suffix deletion raft did not see
+// through, when owed (LogStore.undo): with the persisted commit floor, not
+// the staged one, so that a restart never counts them committed (raft's
+// commit index may already cover the leader's entries at those indexes,
+// never these). It fails while the journal refuses; the next change tries
+// again. mu is held.
+func (s *LogStore) settle() error {
+	if !s.undoOwed || len(s.undo) == 0 {
+		return nil
+	}
+	lo := s.undo[0].Index
+	if err := s.append(s.undo, s.commit); err != nil {
+		return fmt.Errorf("raftlog: writing back %d..%d, a suffix deletion raft did not complete: %w", lo, s.undo[len(s.undo)-1].Index, err)
+	}
+	s.remember(s.undo)
+	s.setUndo(nil, false)
 	return nil
 }
+
+// undoMaxBytes bounds the entries a suffix deletion keeps in memory
+// (LogStore.undo): a deposed leader's unreplicated entries, a few batches
+// as a rule. A larger suffix is deleted without them, and a failure right
+// after falls back to raft's own recovery (the leader walks back to a
+// snapshot).
+const undoMaxBytes = 64 << 20
 
 // remember puts logs, just stored, into recent. Raft never changes an
 // entry it handed to StoreLogs, so holding it is safe.
@@ -393,6 +497,19 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 	if lo > hi {
 		return &RefusedError{Op: "delete range", Index: lo, Err: ErrRange, Reason: fmt.Sprintf("min %d is above max %d", lo, hi)}
 	}
+	switch {
+	case s.undoOwed:
+		if err := s.settle(); err != nil {
+			return err
+		}
+	case len(s.undo) > 0 && hi+1 >= s.undo[0].Index:
+		// A deletion after a suffix deletion that did not fail is of
+		// the shorter log: the first one stands. Only a prefix that
+		// leaves an entry below it (raft's compaction, from its
+		// snapshot goroutine, between the cut and the StoreLogs) leaves
+		// it pending.
+		s.setUndo(nil, false)
+	}
 	first, last, empty := s.bounds()
 	if !(empty || hi < first || lo > last) {
 		// Whatever is deleted (or fails half way) is no longer served
@@ -430,9 +547,18 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 			return &RefusedError{Op: "delete range", Index: lo, Err: ErrCommitted,
 				Reason: fmt.Sprintf("deleting %d..%d would drop entries up to the persisted commit index %d", lo, last, s.commit)}
 		}
-		if err := s.j.TruncateBack(lo - 1); err != nil {
+		kept, err := s.suffix(lo, last)
+		if err != nil {
 			return fmt.Errorf("raftlog: delete range %d..%d: %w", lo, hi, err)
 		}
+		if err := s.j.TruncateBack(lo - 1); err != nil {
+			if kept != nil {
+				s.setUndo(kept, true)
+				_ = s.settle() // the error returned is the deletion's; a failed write-back is retried by the next change
+			}
+			return fmt.Errorf("raftlog: delete range %d..%d: %w", lo, hi, err)
+		}
+		s.setUndo(kept, false)
 	default:
 		return &RefusedError{Op: "delete range", Index: lo, Err: ErrRange,
 			Reason: fmt.Sprintf("%d..%d lies strictly inside %d..%d and would leave a hole", lo, hi, first, last)}
@@ -503,10 +629,33 @@ func (s *LogStore) Close() error {
 		return journal.ErrClosed
 	}
 	s.closed = true
+	// An unsettled suffix deletion: written back if owed, else it stands
+	// (raft reads LastIndex afresh at the next start).
+	undoErr := s.settle()
+	s.setUndo(nil, false)
 	_, last, empty := s.bounds()
-	var err error
+	err := undoErr
 	if floor := min(max(s.commit, s.staged), last); !empty && floor > s.j.Floor().Index {
-		err = s.j.RaiseFloor(floor)
+		err = errors.Join(err, s.j.RaiseFloor(floor))
 	}
 	return errors.Join(err, s.j.Close())
+}
+
+// suffix reads the entries lo..last a suffix deletion is about to remove,
+// for LogStore.undo; nil when they hold more than undoMaxBytes. mu is
+// held.
+func (s *LogStore) suffix(lo, last uint64) ([]*raft.Log, error) {
+	var kept []*raft.Log
+	n := 0
+	for i := lo; i <= last; i++ {
+		l := new(raft.Log)
+		if err := s.GetLog(i, l); err != nil {
+			return nil, err
+		}
+		if n += logBytes(l); n > undoMaxBytes {
+			return nil, nil
+		}
+		kept = append(kept, l)
+	}
+	return kept, nil
 }

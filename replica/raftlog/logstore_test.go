@@ -701,3 +701,168 @@ func TestRecentEntriesAreBoundedInBytes(t *testing.T) {
 		}
 	}
 }
+
+// failN makes the next n calls of a sync hook fail with EIO.
+func failN(n int) fault.SyncHook {
+	var left atomic.Int64
+	left.Store(int64(n))
+	return func(string) error {
+		if left.Add(-1) >= 0 {
+			return syscall.EIO
+		}
+		return nil
+	}
+}
+
+// TestUnsettledSuffixDeletion: raft v1.8.0's follower cuts a conflicting
+// suffix (DeleteRange) and stores the leader's entries (StoreLogs), and
+// moves its own last-log index only once both succeed. When either fails,
+// the log must still hold the deleted suffix, as raft believes, durably
+// once the journal takes writes again: otherwise raft asks for entries it
+// believes stored, fails every AppendEntries, and the follower stalls
+// until the leader sends a snapshot (the nemesis saw a node stuck for
+// 50 s). A successful replacement, or a restart, settles the deletion;
+// without a failure the log answers as raft.InmemStore does.
+func TestUnsettledSuffixDeletion(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// fail arms the faults before the raft step that fails.
+		fail func(h *fault.Hooks) (restore func())
+		// deleteFails: the DeleteRange fails, not the StoreLogs after it.
+		deleteFails bool
+		// backOnDisk: the write-back succeeded before the next change.
+		backOnDisk bool
+	}{
+		{name: "store fails", fail: func(h *fault.Hooks) func() { return h.SetSync(failN(1)) }, backOnDisk: true},
+		{name: "store and write-back fail", fail: func(h *fault.Hooks) func() { return h.SetSync(failN(2)) }},
+		{name: "store fails every time", fail: func(h *fault.Hooks) func() { return h.SetSync(failN(1 << 30)) }},
+		{name: "delete fails", deleteFails: true, fail: func(h *fault.Hooks) func() {
+			r1, r2 := h.SetSync(failN(1)), h.SetDiskSync(failN(1))
+			return func() { r1(); r2() }
+		}, backOnDisk: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "raft")
+			h := &fault.Hooks{}
+			s := openStore(t, dir, Options{Faults: h})
+			r := rand.New(rand.NewPCG(21, 22))
+			var old []*raft.Log
+			for i := uint64(1); i <= 8; i++ {
+				old = append(old, newLog(r, i, 1))
+			}
+			if err := s.StoreLogs(old); err != nil {
+				t.Fatal(err)
+			}
+			// The leader's entries from 5 on conflict (term 2).
+			leader := []*raft.Log{newLog(r, 5, 2), newLog(r, 6, 2)}
+			restore := tc.fail(h)
+			derr := s.DeleteRange(5, 8)
+			var serr error
+			if derr == nil {
+				serr = s.StoreLogs(leader)
+			}
+			restore()
+			switch {
+			case tc.deleteFails && derr == nil:
+				t.Fatal("DeleteRange succeeded with its syncs failing")
+			case !tc.deleteFails && (derr != nil || serr == nil):
+				t.Fatalf("DeleteRange: %v; StoreLogs with a failing fdatasync: %v", derr, serr)
+			}
+			// What raft believes: 1..8, the old entries.
+			assertHolds(t, s, old)
+			if tc.name == "store fails every time" {
+				// With the journal still failing nothing settles; the
+				// memory answers and the close reports the write-back.
+				h.SetSync(failN(1 << 30))
+				if err := s.Close(); err == nil {
+					t.Fatal("Close settled a write-back with every fdatasync failing")
+				}
+				return
+			}
+			if !tc.backOnDisk {
+				// The next change writes them back first: raft's next
+				// AppendEntries cuts the suffix again and stores.
+				if err := s.DeleteRange(5, 8); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.StoreLogs(leader); err != nil {
+					t.Fatal(err)
+				}
+				assertHolds(t, s, append(old[:4:4], leader...))
+				reopened := reopen(t, s, dir)
+				assertHolds(t, reopened, append(old[:4:4], leader...))
+				return
+			}
+			reopened := reopen(t, s, dir)
+			assertHolds(t, reopened, old)
+			if c, _ := reopened.GetCommitIndex(); c > 4 {
+				t.Fatalf("commit index %d after the write-back: the old suffix counted committed", c)
+			}
+		})
+	}
+	t.Run("settled by success or by restart", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "raft")
+		s := openStore(t, dir, Options{})
+		r := rand.New(rand.NewPCG(23, 24))
+		var old []*raft.Log
+		for i := uint64(1); i <= 6; i++ {
+			old = append(old, newLog(r, i, 1))
+		}
+		if err := s.StoreLogs(old); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteRange(4, 6); err != nil {
+			t.Fatal(err)
+		}
+		// Without a failure the log answers as raft.InmemStore does.
+		assertHolds(t, s, old[:3])
+		// A restart settles the deletion: raft reads LastIndex afresh.
+		s = reopen(t, s, dir)
+		assertHolds(t, s, old[:3])
+		if err := s.DeleteRange(3, 3); err != nil {
+			t.Fatal(err)
+		}
+		next := newLog(r, 3, 2)
+		if err := s.StoreLog(next); err != nil {
+			t.Fatal(err)
+		}
+		assertHolds(t, s, []*raft.Log{old[0], old[1], next})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// assertHolds checks that s holds exactly want, from its first index.
+func assertHolds(t *testing.T, s *LogStore, want []*raft.Log) {
+	t.Helper()
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if first != want[0].Index || last != want[len(want)-1].Index {
+		t.Fatalf("the log holds %d..%d, want %d..%d", first, last, want[0].Index, want[len(want)-1].Index)
+	}
+	for _, w := range want {
+		var got raft.Log
+		if err := s.GetLog(w.Index, &got); err != nil {
+			t.Fatalf("GetLog(%d): %v", w.Index, err)
+		}
+		if err := sameLog(&got, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// reopen closes s and opens the log in dir again, closed at the test's end.
+func reopen(t *testing.T, s *LogStore, dir string) *LogStore {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openStore(t, dir, Options{})
+	t.Cleanup(func() { s2.Close() })
+	return s2
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/keeppeek/statestore/internal/fault"
 )
 
 // countFSM counts the commands applied to it; its snapshot is the count.
@@ -137,5 +140,127 @@ func TestRaftRunsOnTheStores(t *testing.T) {
 	}
 	if c, _ := logs2.GetCommitIndex(); c < 50 {
 		t.Fatalf("commit index %d after the barrier", c)
+	}
+}
+
+// TestDeposedLeaderCatchesUpAfterAFailedStore: a leader cut off from its
+// two followers appends entries nobody else stores; the followers elect a
+// leader that commits others at the same indexes; when the old leader is
+// reconnected its fdatasyncs fail a few times, so the cut of its
+// conflicting suffix or the store of the leader's entries fails. Raft
+// then still counts the cut entries as its log (its last-log index moves
+// only with a successful store), and on a log that had dropped them every
+// AppendEntries failed on "failed to get log entry", forever on a log too
+// short to compact (the nemesis saw a node stuck 50 s on a long one). The
+// log gives them back (TestUnsettledSuffixDeletion), so the node catches
+// up.
+func TestDeposedLeaderCatchesUpAfterAFailedStore(t *testing.T) {
+	t.Parallel()
+	ids := []raft.ServerAddress{"a", "b", "c"}
+	var (
+		trans  [3]*raft.InmemTransport
+		nodes  [3]*raft.Raft
+		fsms   [3]*countFSM
+		hooks  [3]*fault.Hooks
+		config raft.Configuration
+	)
+	for i, id := range ids {
+		_, trans[i] = raft.NewInmemTransport(id)
+		config.Servers = append(config.Servers, raft.Server{ID: raft.ServerID(id), Address: id})
+	}
+	connect := func(i int) {
+		for j := range trans {
+			if j != i {
+				trans[i].Connect(ids[j], trans[j])
+				trans[j].Connect(ids[i], trans[i])
+			}
+		}
+	}
+	for i := range trans {
+		connect(i)
+	}
+	for i, id := range ids {
+		dir := t.TempDir()
+		hooks[i] = &fault.Hooks{}
+		logs := openStore(t, filepath.Join(dir, "log"), Options{Faults: hooks[i]})
+		stable, err := OpenStable(filepath.Join(dir, "stable"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps := raft.NewInmemSnapshotStore()
+		conf := raft.DefaultConfig()
+		conf.LocalID = raft.ServerID(id)
+		conf.HeartbeatTimeout, conf.ElectionTimeout, conf.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+		conf.CommitTimeout = 5 * time.Millisecond
+		conf.LogOutput = io.Discard
+		if os.Getenv("RAFTLOG_DEBUG") != "" {
+			conf.LogOutput = os.Stderr
+		}
+		if err := raft.BootstrapCluster(conf, logs, stable, snaps, trans[i], config); err != nil {
+			t.Fatal(err)
+		}
+		fsms[i] = &countFSM{}
+		if nodes[i], err = raft.NewRaft(conf, fsms[i], logs, stable, snaps, trans[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.Shutdown().Error()
+		}
+	})
+	leader := func(not int) int {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); { // a bound, not a measurement
+			for i, n := range nodes {
+				if i != not && n.State() == raft.Leader {
+					return i
+				}
+			}
+			time.Sleep(5 * time.Millisecond) // raft's election has no channel for "any node"
+		}
+		t.Fatal("no leader within 10 s")
+		return -1
+	}
+	apply := func(i, n int) {
+		t.Helper()
+		for range n {
+			if err := nodes[i].Apply([]byte("x"), 5*time.Second).Error(); err != nil {
+				t.Fatalf("apply at %s: %v", ids[i], err)
+			}
+		}
+	}
+	old := leader(-1)
+	apply(old, 5)
+	// Cut the leader off; what it appends now only it stores.
+	trans[old].DisconnectAll()
+	for j := range trans {
+		if j != old {
+			trans[j].Disconnect(ids[old])
+		}
+	}
+	before := nodes[old].LastIndex()
+	for range 4 {
+		nodes[old].Apply([]byte("lost"), 0) // never committed: the future is dropped
+	}
+	for deadline := time.Now().Add(10 * time.Second); nodes[old].LastIndex() < before+4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off leader stored %d..%d, not its 4 new entries", before, nodes[old].LastIndex())
+		}
+		time.Sleep(time.Millisecond) // raft stores them on its own goroutine
+	}
+	next := leader(old)
+	apply(next, 10)
+	want := fsms[next].n.Load()
+	// Back, with its next fdatasyncs (and directory syncs) failing.
+	r1, r2 := hooks[old].SetSync(failN(2)), hooks[old].SetDiskSync(failN(2))
+	defer r1()
+	defer r2()
+	connect(old)
+	for deadline := time.Now().Add(10 * time.Second); fsms[old].n.Load() < want; { // a bound: without the fix it never catches up
+		if time.Now().After(deadline) {
+			t.Fatalf("the old leader applied %d of %d commands 10 s after it was reconnected", fsms[old].n.Load(), want)
+		}
+		time.Sleep(5 * time.Millisecond) // the FSM has no channel; polled within the bound
 	}
 }
