@@ -81,6 +81,12 @@ func (j *Journal) Read(index uint64, dst []byte) ([]byte, error) {
 		// handle still lists: the next Write or truncation reopens it.
 		return nil, &StorageError{Op: "read", Index: index, Err: errors.New("the journal is being recovered")}
 	}
+	// A record in the tail, or in a sealed segment tidwall/wal still
+	// caches, is read from their buffers: the released bytes go back
+	// first (tailpages.go).
+	if err := j.restoreTailLocked(); err != nil {
+		return nil, &StorageError{Op: "read", Index: index, Err: err}
+	}
 	data, err := log.Read(index)
 	if err != nil {
 		return nil, &StorageError{Op: "read", Index: index, Err: err}

@@ -9,9 +9,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tidwall/wal"
+
 	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
-	"github.com/tidwall/wal"
 )
 
 func records(from, n int) []*Record {
