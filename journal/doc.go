@@ -147,9 +147,10 @@
 //     anonymous mapping of a whole segment plus its largest entry, outside
 //     the Go heap, and before each write the pages below the tail's last
 //     page that earlier writes filled are released (MADV_DONTNEED, at
-//     least releaseStep at a time), so a tail holds about releaseStep
-//     resident instead of its size and the collector's goal no longer
-//     doubles it. A released page reads as zeros, so before tidwall/wal
+//     least releaseStep at a time; the pages ahead are faulted in a step
+//     at a time, MADV_POPULATE_WRITE where the kernel has it), so a tail
+//     holds about three releaseSteps resident instead of its size and the
+//     collector's goal no longer doubles it. A released page reads as zeros, so before tidwall/wal
 //     may read its buffers (Read, TruncateFront) the released part is read
 //     back from the tail file, which holds the same bytes at the same
 //     offsets, and the sealed segments' copies are dropped, so they reload

@@ -20,7 +20,12 @@ import (
 // the Go heap (an anonymous mapping of tailCapacity bytes) and hands the
 // pages below the tail's last page back to the kernel as the tail grows
 // (madvise MADV_DONTNEED, in steps of releaseStep), so a tail holds a few
-// pages resident instead of its size.
+// pages resident instead of its size. The pages ahead of the tail are
+// faulted in a step at a time with one call (MADV_POPULATE_WRITE) rather
+// than one fault per page as the appends reach them: faulting page by page
+// measured about 1.5 µs more per 2 KB record (BenchmarkAppendNoSync:
+// 6.1-8.8 µs against 5.5-6.4 µs on the heap buffer; populated a step at a
+// time, 5.2-5.9 µs).
 //
 // A released page reads as zeros, so before anything may read the buffer
 // (Read, TruncateFront) restoreTailLocked reads the released part back from
@@ -42,6 +47,11 @@ type tailPages struct {
 	regions  [][]byte // the mappings, unmapped at Close
 	base     *byte    // the start of the buffer the current tail was given
 	released int      // bytes from base whose pages are released
+	// populated is how far from base the pages were faulted in ahead of
+	// the tail (MADV_POPULATE_WRITE); noPopulate is set once the kernel
+	// refuses it (before Linux 5.14), and the tail's writes fault them.
+	populated  int
+	noPopulate bool
 }
 
 // mapBuffer returns an empty buffer of capacity n outside the Go heap, or
@@ -74,7 +84,7 @@ func (tp *tailPages) owns(b []byte) bool {
 // bytes, which the copy into it replaced). A heap buffer is never
 // released from.
 func (tp *tailPages) adopt(buf []byte) {
-	tp.base, tp.released = nil, 0
+	tp.base, tp.released, tp.populated = nil, 0, 0
 	if tp.owns(buf) {
 		tp.base = unsafe.SliceData(buf[:1])
 	}
@@ -87,14 +97,32 @@ func (tp *tailPages) release(buf []byte) {
 	if tp.base == nil || cap(buf) == 0 || unsafe.SliceData(buf[:1]) != tp.base {
 		return
 	}
-	end := len(buf) &^ (os.Getpagesize() - 1)
-	if end-tp.released < releaseStep {
-		return
-	}
-	if unix.Madvise(buf[tp.released:end], unix.MADV_DONTNEED) == nil {
+	pg := os.Getpagesize()
+	end := len(buf) &^ (pg - 1)
+	if end-tp.released >= releaseStep && unix.Madvise(buf[tp.released:end], unix.MADV_DONTNEED) == nil {
 		tp.released = end
 	}
+	// Fault the next pages in with one call instead of one fault per page
+	// as appends reach them (a fault costs about a microsecond, more in a
+	// virtual machine: more than half a fault per 2 KB record).
+	if tp.noPopulate || tp.populated >= len(buf)+releaseStep/2 {
+		return
+	}
+	from := max(tp.populated, end)
+	to := min(len(buf)+2*releaseStep, cap(buf)) &^ (pg - 1)
+	if to <= from {
+		return
+	}
+	if err := unix.Madvise(buf[from:to], madvPopulateWrite); err != nil {
+		tp.noPopulate = true
+		return
+	}
+	tp.populated = to
 }
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14): fault the range
+// in, writable, keeping what it holds.
+const madvPopulateWrite = 23
 
 // unmap unmaps every mapping. Only Close calls it, after tidwall/wal's Log
 // is closed: nothing reads or writes a tail buffer after that.

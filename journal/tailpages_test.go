@@ -30,7 +30,8 @@ func residentPages(t *testing.T, buf []byte) (resident, pages int) {
 
 // TestTailPagesReleased pins tailpages.go: a store journal's tail buffer is
 // a mapping whose written pages go back to the kernel as the tail grows
-// (at most about releaseStep stays resident), while every record still
+// (at most about three releaseSteps stay resident: the one being filled,
+// and up to two populated ahead), while every record still
 // reads back and replays: a Read of a record in the tail, a TruncateFront
 // into the tail (which tidwall/wal rewrites from its buffer) and a reopen
 // all see the records, not the zeros a released page reads as. A
@@ -67,7 +68,7 @@ func TestTailPagesReleased(t *testing.T) {
 					t.Fatalf("CacheSealed: tail buffer mapped %v, %d of %d pages resident; want the heap, all resident", owned, resident, pages)
 				}
 			} else if !owned || resident*os.Getpagesize() > releaseStep+os.Getpagesize() {
-				t.Fatalf("tail buffer mapped %v, %d of %d pages resident; want a mapping with at most %d bytes resident", owned, resident, pages, releaseStep)
+				t.Fatalf("tail buffer mapped %v, %d of its %d written pages resident; want a mapping with at most %d bytes of them resident", owned, resident, pages, releaseStep)
 			}
 			for _, i := range []int{0, 50, 99} {
 				got, err := j.Read(uint64(i+1), nil)
