@@ -31,6 +31,26 @@ func BenchmarkAppendSync(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendNoSync is one single-record append written and never
+// synced: the journal's CPU share of a serial compare-and-set without the
+// disk, where what the tail buffer costs per record (its pages faulted in
+// and released, tailpages.go) shows most.
+func BenchmarkAppendNoSync(b *testing.B) {
+	j, _, err := Open(filepath.Join(b.TempDir(), "journal"), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	r := benchRecord()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Revision++
+		if _, err := j.Append([]*Record{r}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRawAppendFdatasync is the physical floor for the same bytes.
 func BenchmarkRawAppendFdatasync(b *testing.B) {
 	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))

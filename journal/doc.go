@@ -131,10 +131,10 @@
 //  6. tidwall/wal's tail buffer is given its room by the journal before
 //     every write (tidwall.go), so its appends never reallocate it; a
 //     tidwall/wal whose layout differs makes this a no-op, never a memory
-//     error. The room grows in steps with the tail (at least doubling, from
-//     minTailBuffer up to a whole segment plus its largest entry), so a
-//     journal that never fills a segment holds about twice its tail, not a
-//     segment. The buffer is one an earlier tail had, once tidwall/wal holds
+//     error. Under Options.CacheSealed (a raft log) the room grows in steps
+//     with the tail (at least doubling, from minTailBuffer up to a whole
+//     segment plus its largest entry), so a journal that never fills a
+//     segment holds about twice its tail, not a segment. The buffer is one an earlier tail had, once tidwall/wal holds
 //     it no longer (checked on its segments, never assumed), so a segment
 //     change allocates nothing; and a batch whose entry seals a segment is
 //     handed over in two parts, so the new tail gets its room before the
@@ -142,10 +142,26 @@
 //     segments' in-memory copies are dropped when the new tail first needs
 //     room (entry positions first, so a Read reloads the file), and the tail
 //     that was sealed gives its buffer to the next: one segment-sized buffer
-//     per journal, not two.
+//     per journal, not two. And unless Options.CacheSealed, the tail's
+//     bytes do not stay in memory (tailpages.go): the tail buffer is an
+//     anonymous mapping of a whole segment plus its largest entry, outside
+//     the Go heap, and before each write the pages below the tail's last
+//     page that earlier writes filled are released (MADV_DONTNEED, at
+//     least releaseStep at a time; the pages ahead are faulted in a step
+//     at a time, MADV_POPULATE_WRITE where the kernel has it), so a tail
+//     holds about three releaseSteps resident instead of its size and the
+//     collector's goal no longer doubles it. A released page reads as zeros, so before tidwall/wal
+//     may read its buffers (Read, TruncateFront) the released part is read
+//     back from the tail file, which holds the same bytes at the same
+//     offsets, and the sealed segments' copies are dropped, so they reload
+//     from their files. The mappings are unmapped at Close, after the Log
+//     is closed.
 //     Code: presizeTail, tailBuffer, tailSpares.take, tailSpares.forget, heldBy,
-//     Journal.tailCapacity, Journal.growTailLocked, tailGrowth, dropSealed.
-//     Tests: TestTailBufferPresized, TestTailBufferGrowsWithTheTail, TestTailBufferReused.
+//     Journal.tailCapacity, Journal.growTailLocked, tailGrowth, dropSealed,
+//     tailPages.mapBuffer, tailPages.adopt, tailPages.release, tailPages.unmap,
+//     Journal.restoreTailLocked.
+//     Tests: TestTailBufferPresized, TestTailBufferGrowsWithTheTail, TestTailBufferReused,
+//     TestTailPagesReleased.
 //  7. Three locks, taken in this order: wmu by everything that changes the
 //     files or the wal handle (Write for its whole batch, the pre-writer
 //     while it reserves a range, a recovery, TruncateFront, the reserve's

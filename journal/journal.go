@@ -131,6 +131,7 @@ type Journal struct {
 	reclaimed  bool   // Reclaim removed segments tidwall/wal still lists
 	pre        prewriter
 	spares     tailSpares // tail buffers for reuse (tidwall.go), under wmu
+	pages      tailPages  // off-heap tail buffers and their released pages (tailpages.go), under wmu
 	reserve    *reserve   // nil when Options.ReserveBytes < 0
 	// rings run fdatasync without holding a scheduler P (internal/uring):
 	// commit for the syncs that acknowledge records, background for the

@@ -148,6 +148,8 @@ func (j *Journal) Close() error {
 	// A Write that began before closed was set finishes its batch first,
 	// and a Reclaim its unlinks.
 	defer j.lockAll()()
+	// After the Log is closed (below), nothing reads the tail buffers.
+	defer j.pages.unmap()
 	j.rmClosed = true
 	j.closeSyncFileLocked()
 	err := j.closeFloor(j.last)

@@ -244,15 +244,29 @@ func (j *Journal) tailChangedLocked() {
 // later tails reuse the grown buffer (tailSpares), once the sealed
 // segment's in-memory copy is dropped (unless Options.CacheSealed keeps
 // it). The caller holds wmu.
+//
+// Unless Options.CacheSealed, the tail's buffer is instead a mapping of a
+// whole tailCapacity (tailpages.go): its pages cost nothing until written,
+// so it is given at once, and the pages already written are released.
 func (j *Journal) growTailLocked(l *wal.Log, add int) {
 	p := tailBuffer(l)
-	if p == nil || cap(*p)-len(*p) >= add {
+	if p == nil {
 		return
 	}
 	if !j.opts.CacheSealed {
-		dropSealed(l)
+		j.pages.release(*p)
 	}
-	presizeTail(l, tailGrowth(cap(*p), len(*p)+add, j.tailCapacity()), &j.spares)
+	if cap(*p)-len(*p) >= add {
+		return
+	}
+	if j.opts.CacheSealed {
+		presizeTail(l, tailGrowth(cap(*p), len(*p)+add, j.tailCapacity()), &j.spares, nil)
+		return
+	}
+	dropSealed(l)
+	presizeTail(l, j.tailCapacity(), &j.spares, j.pages.mapBuffer)
+	j.pages.adopt(*p)
+	j.pages.release(*p)
 }
 
 // minTailBuffer is the least capacity growTailLocked gives a tail buffer:

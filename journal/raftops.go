@@ -97,6 +97,12 @@ func (j *Journal) Read(index uint64, dst []byte) ([]byte, error) {
 			return nil, &StorageError{Op: "read", Index: index, Err: errors.New("no segment holds it after recovery")}
 		}
 	}
+	// A record in the tail, or in a sealed segment tidwall/wal still
+	// caches, is read from their buffers: the released bytes go back
+	// first (tailpages.go).
+	if err := j.restoreTailLocked(); err != nil {
+		return nil, &StorageError{Op: "read", Index: index, Err: err}
+	}
 	data, err := log.Read(index)
 	if err != nil {
 		return nil, &StorageError{Op: "read", Index: index, Err: err}

@@ -29,7 +29,12 @@ func (j *Journal) TruncateFront(index uint64) error {
 			return &StorageError{Op: "recover", Err: err}
 		}
 	}
-	err := j.log.TruncateFront(index)
+	// tidwall/wal rewrites the segment holding index from its in-memory
+	// copy: the released bytes must be back in it first.
+	err := j.restoreTailLocked()
+	if err == nil {
+		err = j.log.TruncateFront(index)
+	}
 	if err == nil {
 		err = j.fs.SyncDir(j.dir)
 	}

@@ -230,14 +230,20 @@ var byteSliceType = reflect.TypeOf([]byte(nil))
 // and drops it, ebuf = nil, when the next cycle evicts it). Allocating a
 // fresh segment-sized buffer at every cycle was as many bytes of garbage as
 // the journal wrote, 30-40% of the store's allocation at 127 writers.
-func presizeTail(l *wal.Log, capacity int, spares *tailSpares) bool {
+//
+// A new buffer comes from alloc (nil: the heap).
+func presizeTail(l *wal.Log, capacity int, spares *tailSpares, alloc func(int) []byte) bool {
 	p := tailBuffer(l)
 	if p == nil {
 		return false
 	}
 	if cap(*p) < capacity {
 		nb := spares.take(l, capacity)
-		if nb == nil {
+		switch {
+		case nb != nil:
+		case alloc != nil:
+			nb = alloc(capacity)
+		default:
 			nb = make([]byte, 0, capacity)
 		}
 		nb = append(nb[:0], *p...)

@@ -322,14 +322,15 @@ func TestTailBufferPresized(t *testing.T) {
 	}
 }
 
-// TestTailBufferGrowsWithTheTail pins that a tail buffer is grown in steps
-// with what its tail holds, not given a whole segment at once: with the
-// default 1 MiB segments, a journal holding a few records keeps a buffer
-// of minTailBuffer, and at every size the buffer is at most about twice
-// what the tail holds, until it reaches tailCapacity.
+// TestTailBufferGrowsWithTheTail pins that a heap tail buffer (a
+// CacheSealed journal's; a store journal's is a mapping, TestTailPagesReleased)
+// is grown in steps with what its tail holds, not given a whole segment at
+// once: with the default 1 MiB segments, a journal holding a few records
+// keeps a buffer of minTailBuffer, and at every size the buffer is at most
+// about twice what the tail holds, until it reaches tailCapacity.
 func TestTailBufferGrowsWithTheTail(t *testing.T) {
 	t.Parallel()
-	j, _ := openJournal(t, filepath.Join(t.TempDir(), "journal"), 0)
+	j, _ := openJournalOpts(t, filepath.Join(t.TempDir(), "journal"), Options{CacheSealed: true})
 	defer j.Close()
 	limit := j.tailCapacity()
 	capOf := func() (length, capacity int) {

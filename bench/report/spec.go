@@ -15,6 +15,10 @@ const (
 	// workload (a child of qualify): its process figures and the
 	// durability cost.
 	SerialProcess = "serial_process"
+	// SerialProcessFloor is the row of that workload's floor: the same
+	// documents and rounds through tidwall/wal alone, with fdatasync, in a
+	// process of its own that links nothing of the store (serialfloor).
+	SerialProcessFloor = "serial_process_floor"
 	// ContinuousChurn is the row of the churn workload.
 	ContinuousChurn = "continuous_churn"
 	// OneEntrySnapshot, WatchFanout and OpenFullStore are the rows of the

@@ -13,10 +13,11 @@
 //
 // # Invariants
 //
-//   - Every figure is of this process only: VmRSS and VmHWM from
-//     /proc/self/status, CPU time from getrusage(RUSAGE_SELF).
-//     Code: ResidentBytes, ParseStatus, CPUTime.
-//     Tests: TestParseStatus, TestRun.
+//   - Every figure is of this process only (sampled by package procstat)
+//     and taken at the specification's stages: at start, after Open,
+//     after each round, after the idle sample.
+//     Code: Run.
+//     Tests: TestRun.
 //   - The workload is the specification's: Owners owners with their own
 //     document, create-only then compare-and-set on the owner's last
 //     revision, both sides in the same rounds, a sample after each round.

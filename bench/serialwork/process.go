@@ -1,21 +1,12 @@
 package serialwork
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/metrics"
-	"strconv"
-	"strings"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/procstat"
 )
 
 // The two sides' row names: the durable store and the in-memory baseline.
@@ -25,55 +16,11 @@ const (
 )
 
 // IdleSample is the specification's idle sample after the run.
-const IdleSample = 300 * time.Millisecond
+const IdleSample = procstat.IdleSample
 
 // Figures is what a run of the workload measured, as the child reports it
 // to qualify (JSON).
-type Figures struct {
-	// Results are the two sides' rows: DurableCAS and MemoryCAS (NoSync),
-	// in alternating rounds.
-	Results []harness.Result `json:"results"`
-	// RoundRSS is the resident set after each round, in bytes.
-	RoundRSS []int64 `json:"round_rss_bytes"`
-	// IdleCPU is the CPU time (user and system) the process used over
-	// Idle, the idle sample after the run.
-	IdleCPU time.Duration `json:"idle_cpu_ns"`
-	Idle    time.Duration `json:"idle_ns"`
-	// IdleRSS is the resident set at the end of the idle sample; HWM the
-	// kernel's high-water mark of it over the process's life (VmHWM),
-	// which the specification does not report but bounds the sampled
-	// maximum from above.
-	IdleRSS int64 `json:"idle_rss_bytes"`
-	HWM     int64 `json:"hwm_bytes"`
-	// StartRSS is the resident set when Run began, before either store
-	// opened: the runtime's, the binary's and its packages'
-	// initialisation's share. OpenRSS is the resident set once both
-	// stores are open, before the first operation.
-	StartRSS int64 `json:"start_rss_bytes"`
-	OpenRSS  int64 `json:"open_rss_bytes"`
-	// Runtime holds the Go runtime's own accounts (runtime/metrics, by
-	// metric name) at the end of the idle sample: what of the resident
-	// set is heap, stacks, the runtime's metadata, or released.
-	Runtime map[string]uint64 `json:"runtime,omitempty"`
-}
-
-// RuntimeMetrics are the runtime/metrics samples Figures.Runtime holds.
-var RuntimeMetrics = []string{
-	"/memory/classes/total:bytes",
-	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
-	"/memory/classes/heap/free:bytes",
-	"/memory/classes/heap/released:bytes",
-	"/memory/classes/heap/stacks:bytes",
-	"/memory/classes/metadata/other:bytes",
-	"/memory/classes/metadata/mspan/inuse:bytes",
-	"/memory/classes/other:bytes",
-	"/memory/classes/os-stacks:bytes",
-	"/memory/classes/profiling/buckets:bytes",
-	"/gc/heap/goal:bytes",
-	"/gc/cycles/total:gc-cycles",
-	"/sched/goroutines:goroutines",
-}
+type Figures = procstat.Figures
 
 // Run is the specification's serial workload: a durable store and the
 // in-memory baseline opened under dir, ceil(ops/Owners) alternating rounds
@@ -83,7 +30,7 @@ var RuntimeMetrics = []string{
 func Run(dir string, ops int, run harness.Runner) (Figures, error) {
 	var fig Figures
 	var err error
-	if fig.StartRSS, _, err = ResidentBytes(); err != nil {
+	if fig.StartRSS, _, err = procstat.ResidentBytes(); err != nil {
 		return fig, err
 	}
 	root, err := os.MkdirTemp(dir, "serial_process-")
@@ -103,15 +50,10 @@ func Run(dir string, ops int, run harness.Runner) (Figures, error) {
 		return fig, err
 	}
 	defer memory.Close()
-	if fig.OpenRSS, _, err = ResidentBytes(); err != nil {
+	if fig.OpenRSS, _, err = procstat.ResidentBytes(); err != nil {
 		return fig, err
 	}
-	var sampleErr error
-	run.AfterRound = func(int) {
-		rss, _, err := ResidentBytes()
-		sampleErr = errors.Join(sampleErr, err)
-		fig.RoundRSS = append(fig.RoundRSS, rss)
-	}
+	run.AfterRound = fig.SampleRound
 	dOwners, mOwners := NewOwners(Owners), NewOwners(Owners)
 	sides := []harness.SerialSide{
 		{Name: DurableCAS, Op: func(i int) error { return dOwners[i%Owners].CAS(durable) }},
@@ -120,91 +62,11 @@ func Run(dir string, ops int, run harness.Runner) (Figures, error) {
 	if fig.Results, err = run.AlternateSerial(sides, (ops+Owners-1)/Owners, Owners); err != nil {
 		return fig, err
 	}
-	if sampleErr != nil {
-		return fig, sampleErr
+	if fig.SampleErr != nil {
+		return fig, fig.SampleErr
 	}
-	cpu0, err := CPUTime()
-	if err != nil {
+	if err := procstat.Idle(&fig); err != nil {
 		return fig, err
 	}
-	start := time.Now()
-	time.Sleep(IdleSample) // the measurement itself: the process idles
-	cpu1, err := CPUTime()
-	if err != nil {
-		return fig, err
-	}
-	fig.Idle, fig.IdleCPU = time.Since(start), cpu1-cpu0
-	if fig.IdleRSS, fig.HWM, err = ResidentBytes(); err != nil {
-		return fig, err
-	}
-	fig.Runtime = runtimeAccounts()
 	return fig, nil
-}
-
-// runtimeAccounts reads RuntimeMetrics, skipping any this Go does not
-// know.
-func runtimeAccounts() map[string]uint64 {
-	samples := make([]metrics.Sample, len(RuntimeMetrics))
-	for i, name := range RuntimeMetrics {
-		samples[i].Name = name
-	}
-	metrics.Read(samples)
-	out := make(map[string]uint64, len(samples))
-	for _, s := range samples {
-		if s.Value.Kind() == metrics.KindUint64 {
-			out[s.Name] = s.Value.Uint64()
-		}
-	}
-	return out
-}
-
-// CPUTime is the CPU time, user and system, this process has used
-// (getrusage: microseconds, where /proc's clock ticks are 10 ms and would
-// make 300 ms a coarse sample).
-func CPUTime() (time.Duration, error) {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
-}
-
-// ResidentBytes reads VmRSS and VmHWM from /proc/self/status.
-func ResidentBytes() (rss, hwm int64, err error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, 0, err
-	}
-	return ParseStatus(b)
-}
-
-// ParseStatus reads the VmRSS and VmHWM lines ("VmRSS:    15188 kB") of a
-// /proc/<pid>/status file, in bytes.
-func ParseStatus(b []byte) (rss, hwm int64, err error) {
-	found := 0
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != "VmRSS" && k != "VmHWM" {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("/proc/self/status: %s: %q is not a count of kB", k, strings.TrimSpace(v))
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/self/status: %s: %w", k, err)
-		}
-		if k == "VmRSS" {
-			rss = n << 10
-		} else {
-			hwm = n << 10
-		}
-		found++
-	}
-	if found != 2 {
-		return 0, 0, errors.New("/proc/self/status: no VmRSS and VmHWM lines")
-	}
-	return rss, hwm, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,24 +29,30 @@ import (
 // stdout as JSON.
 const serialProcPackage = "github.com/keeppeek/statestore/bench/cmd/serialproc"
 
+// serial_process_floor runs the same workload's bytes through tidwall/wal
+// alone in serialfloor, a command linking nothing of the store, so the
+// serial process's figures can be read against what journaling those
+// bytes with the journal's library costs at least.
+const serialFloorPackage = "github.com/keeppeek/statestore/bench/cmd/serialfloor"
+
 // serialProcTimeout bounds the child's run: the specification's workload
 // takes seconds; a child still running after this is killed (by its PID)
 // and the row fails.
 var serialProcTimeout = 10 * time.Minute
 
-// buildSerialProc builds serialproc into dir and returns the binary's
+// buildChild builds the command pkg into dir and returns the binary's
 // path, with the go command on PATH (the one that runs qualify).
-func buildSerialProc(dir string) (string, error) {
+func buildChild(dir, pkg string) (string, error) {
 	gocmd, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("building %s: no go command: %w", serialProcPackage, err)
+		return "", fmt.Errorf("building %s: no go command: %w", pkg, err)
 	}
-	bin := filepath.Join(dir, "serialproc")
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	var errOut bytes.Buffer
-	cmd := exec.Command(gocmd, "build", "-o", bin, serialProcPackage)
+	cmd := exec.Command(gocmd, "build", "-o", bin, pkg)
 	cmd.Stderr = &errOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build %s: %w: %s", serialProcPackage, err, strings.TrimSpace(errOut.String()))
+		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, strings.TrimSpace(errOut.String()))
 	}
 	return bin, nil
 }
@@ -55,14 +62,37 @@ func buildSerialProc(dir string) (string, error) {
 // report.SerialProcessRow, and the process figures and the durability
 // cost under report.SerialProcess.
 func runSerialProcess(env *Env) ([]harness.Result, error) {
-	dir, err := os.MkdirTemp(env.Root, "serialproc-bin-")
+	fig, err := runChild(env, serialProcPackage)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := buildSerialProc(dir)
+	return processRows(fig)
+}
+
+// runSerialFloor builds and starts serialfloor the same way and reports
+// its process figures under report.SerialProcessFloor, its sides' latencies
+// under that row's name and the side's.
+func runSerialFloor(env *Env) ([]harness.Result, error) {
+	fig, err := runChild(env, serialFloorPackage)
 	if err != nil {
 		return nil, err
+	}
+	return floorRows(fig)
+}
+
+// runChild builds the process workload pkg into the run's scratch, runs
+// it with the run's operations and stall ceiling, and returns the figures
+// it wrote.
+func runChild(env *Env, pkg string) (serialwork.Figures, error) {
+	var fig serialwork.Figures
+	dir, err := os.MkdirTemp(env.Root, filepath.Base(pkg)+"-bin-")
+	if err != nil {
+		return fig, err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildChild(dir, pkg)
+	if err != nil {
+		return fig, err
 	}
 	args := []string{"--dir", env.Root, "--ops", strconv.Itoa(env.Ops)}
 	if env.Run.Ceiling > 0 {
@@ -78,13 +108,12 @@ func runSerialProcess(env *Env) ([]harness.Result, error) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("killed after %v: %w", serialProcTimeout, err)
 		}
-		return nil, fmt.Errorf("the serial process (%s %s): %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+		return fig, fmt.Errorf("the process workload (%s %s): %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
 	}
-	var fig serialwork.Figures
 	if err := json.Unmarshal(out.Bytes(), &fig); err != nil {
-		return nil, fmt.Errorf("the serial process's figures: %w", err)
+		return fig, fmt.Errorf("the figures of %s: %w", bin, err)
 	}
-	return processRows(fig)
+	return fig, nil
 }
 
 // processRows turns the child's figures into the rows of the report.
@@ -124,4 +153,33 @@ func processRows(fig serialwork.Figures) ([]harness.Result, error) {
 			report.FigIdleSampleSeconds: fig.Idle.Seconds(),
 		}}
 	return []harness.Result{d, m, p}, nil
+}
+
+// floorRows turns serialfloor's figures into rows: its two sides, then
+// the process figures under report.SerialProcessFloor.
+func floorRows(fig serialwork.Figures) ([]harness.Result, error) {
+	if len(fig.Results) != 2 || len(fig.RoundRSS) == 0 || fig.Idle <= 0 {
+		return nil, fmt.Errorf("the floor process reported %d rows, %d samples and a %v idle sample: want both sides, a sample per round, an idle sample", len(fig.Results), len(fig.RoundRSS), fig.Idle)
+	}
+	maxRSS := slices.Max(fig.RoundRSS)
+	idleCPU := 100 * float64(fig.IdleCPU) / float64(fig.Idle)
+	rows := make([]harness.Result, 0, 3)
+	for _, r := range fig.Results {
+		r.Name = report.SerialProcessFloor + "." + r.Name
+		rows = append(rows, r)
+	}
+	rows = append(rows, harness.Result{Name: report.SerialProcessFloor, Writers: 1,
+		Note: fmt.Sprintf("the serial process's floor (serialfloor): the same documents and rounds through tidwall/wal alone (fdatasync per entry, and never synced), nothing of the store linked: idle CPU %.1f%% over %v, resident %d bytes then, at most %d bytes sampled after each of %d rounds (VmHWM %d; %d at start, %d after opening the logs)",
+			idleCPU, fig.Idle.Round(time.Millisecond), fig.IdleRSS, maxRSS, len(fig.RoundRSS), fig.HWM, fig.StartRSS, fig.OpenRSS),
+		Figures: map[string]float64{
+			report.FigIdleCPUPercent:    idleCPU,
+			report.FigIdleRSSBytes:      float64(fig.IdleRSS),
+			report.FigMaxRoundRSSBytes:  float64(maxRSS),
+			report.FigRoundsSampled:     float64(len(fig.RoundRSS)),
+			report.FigHWMBytes:          float64(fig.HWM),
+			report.FigStartRSSBytes:     float64(fig.StartRSS),
+			report.FigOpenRSSBytes:      float64(fig.OpenRSS),
+			report.FigIdleSampleSeconds: fig.Idle.Seconds(),
+		}})
+	return rows, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keeppeek/statestore/bench/harness"
 	"github.com/keeppeek/statestore/bench/report"
+	"github.com/keeppeek/statestore/bench/serialfloor"
 	"github.com/keeppeek/statestore/bench/serialwork"
 )
 
@@ -51,6 +52,32 @@ func TestSerialProcess(t *testing.T) {
 	}
 	if f[report.FigDurabilityP50Us] != d.P50us-m.P50us || f[report.FigDurabilityP95Us] != d.P95us-m.P95us {
 		t.Errorf("durability cost %v/%v, want %v/%v", f[report.FigDurabilityP50Us], f[report.FigDurabilityP95Us], d.P50us-m.P50us, d.P95us-m.P95us)
+	}
+}
+
+// TestSerialProcessFloor builds serialfloor, runs two rounds in it and
+// checks its rows: both tidwall/wal sides with every operation timed, then
+// the process figures, a resident sample per round.
+func TestSerialProcessFloor(t *testing.T) {
+	t.Parallel()
+	got, err := runSerialFloor(&Env{Root: t.TempDir(), Ops: 2 * casKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range got {
+		names = append(names, r.Name)
+	}
+	want := []string{report.SerialProcessFloor + "." + serialfloor.WALFdatasync, report.SerialProcessFloor + "." + serialfloor.WALNoSync, report.SerialProcessFloor}
+	if !slices.Equal(names, want) {
+		t.Fatalf("rows %v, want %v", names, want)
+	}
+	if !strings.Contains(got[0].Note, "n=254 in 2 rounds") || got[0].P50us <= 0 {
+		t.Errorf("side %+v: want 2 rounds of latencies", got[0])
+	}
+	f := got[2].Figures
+	if f[report.FigRoundsSampled] != 2 || f[report.FigMaxRoundRSSBytes] < 1<<20 || f[report.FigHWMBytes] < f[report.FigMaxRoundRSSBytes] || f[report.FigIdleSampleSeconds] < serialwork.IdleSample.Seconds() {
+		t.Errorf("floor figures %v: want 2 round samples, resident sizes of at least 1 MiB, VmHWM above them, the idle sample", f)
 	}
 }
 

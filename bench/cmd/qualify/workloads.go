@@ -34,6 +34,7 @@ var workloads = []workload{
 	// The specification's process figures, in a process of their own
 	// (process_workloads.go).
 	{name: report.SerialProcess, run: runSerialProcess},
+	{name: report.SerialProcessFloor, run: runSerialFloor},
 	{name: nameValidateMediaIntent, run: runValidateMediaIntent},
 	{name: nameWatchFanout, run: runWatchFanout},
 	{name: nameWireFanout, run: runWireFanout},
