@@ -371,7 +371,9 @@ func (c *Client) request(ctx context.Context, build func(id uint64) *pb.ClientMe
 		if err != nil {
 			return nil, err
 		}
-		return rep.result()
+		res, err := rep.result()
+		cn.retireOn(err)
+		return res, err
 	}
 }
 

@@ -33,6 +33,7 @@ type conn struct {
 	mu      sync.Mutex
 	dead    bool  // ended: nothing more is registered
 	cause   error // why the client dropped it, if it did
+	retired error // set by retire: cn ends once no call waits on it
 	pending map[uint64]*call
 	routes  map[string]route // by watch_id, from the WatchState until the watch ends
 }
@@ -154,11 +155,73 @@ func (cn *conn) forget(watchID string) {
 // it was still pending (false: its answer is in its channel).
 func (cn *conn) abandon(id uint64) bool {
 	cn.mu.Lock()
-	defer cn.mu.Unlock()
 	if _, ok := cn.pending[id]; !ok {
+		cn.mu.Unlock()
 		return false
 	}
 	delete(cn.pending, id)
+	cn.mu.Unlock()
+	cn.endIfRetired()
+	return true
+}
+
+// retire moves the client off cn after a request on it was answered
+// UNAVAILABLE (a cluster node without a leader, or behind the leader and
+// not catching up): no new call picks cn, and cn ends once no call waits
+// on it (at once if none does; at most RequestTimeout later), so the
+// client reconnects from the next endpoint and every watch re-snapshots
+// there. Unlike leave, the calls in flight get their answers: cn's node
+// still serves, and a write forwarded from it may commit. With one
+// endpoint there is nowhere else to go, and cn stays.
+func (cn *conn) retire(cause error) {
+	if len(cn.c.cfg.endpoints) < 2 {
+		return
+	}
+	cn.mu.Lock()
+	if cn.dead || cn.retired != nil {
+		cn.mu.Unlock()
+		return
+	}
+	cn.retired = fmt.Errorf("%s answered UNAVAILABLE (%w): moving to another endpoint", cn.ep.name, cause)
+	cn.mu.Unlock()
+	cn.c.cfg.Logger.Warn("state store node answered UNAVAILABLE; moving to another endpoint", "endpoint", cn.ep.name, "error", cause)
+	cn.c.detach(cn, cause)
+	if cn.endIfRetired() {
+		return
+	}
+	cn.c.wg.Add(1)
+	go func() {
+		defer cn.c.wg.Done()
+		t := time.NewTimer(cn.c.cfg.RequestTimeout) // the calls in flight have their answers or their deadlines by then
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cn.mu.Lock()
+			cause := cn.retired
+			cn.mu.Unlock()
+			cn.abort(cause)
+		case <-cn.life.Done():
+		}
+	}()
+}
+
+// endIfRetired ends a retired cn on which no call waits any more (a
+// notification's answer is nobody's), and reports whether it did.
+func (cn *conn) endIfRetired() bool {
+	cn.mu.Lock()
+	cause := cn.retired
+	if cause == nil || cn.dead {
+		cn.mu.Unlock()
+		return false
+	}
+	for _, cl := range cn.pending {
+		if cl.done != nil {
+			cn.mu.Unlock()
+			return false
+		}
+	}
+	cn.mu.Unlock()
+	cn.abort(cause)
 	return true
 }
 
@@ -272,6 +335,7 @@ func (cn *conn) route(m *pb.ServerMessage) {
 		} else if e := res.GetError(); e != nil {
 			log.Debug("state store refused a request nobody waits for", "request", cl.what, "error", wirestore.StoreError(e))
 		}
+		cn.endIfRetired()
 	case *pb.ServerMessage_AckResult:
 		cl := cn.take(x.AckResult.GetRequestId(), nil)
 		switch {
@@ -392,4 +456,14 @@ func (c *Client) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closed
+}
+
+// retireOn retires cn when err is the node's own UNAVAILABLE answer (not
+// a lost connection or a deadline, which carry no answer and are the
+// reader's or the caller's business).
+func (cn *conn) retireOn(err error) {
+	var se *statestore.Error
+	if errors.As(err, &se) && se.Code == statestore.Unavailable {
+		cn.retire(se)
+	}
 }

@@ -51,11 +51,17 @@
 //     disconnected waits for the reconnection up to its deadline, then
 //     fails UNAVAILABLE. A refused handshake while reconnecting is logged
 //     and retried at MaxBackoff. A connection that silently stops carrying
-//     anything is noticed by an unanswered ping.
-//     Code: conn.end, conn.ping, Client.detach, Client.lost, Client.reconnect, backoff.next, Client.acquire, Client.install.
+//     anything is noticed by an unanswered ping. A request the node
+//     answers UNAVAILABLE (a cluster node without a leader, or behind and
+//     not catching up) returns that answer and, with several endpoints,
+//     moves the client: no new call goes to that connection, which ends
+//     once the calls in flight on it have their answers (RequestTimeout at
+//     most), and the client reconnects from the next endpoint.
+//     Code: conn.end, conn.ping, Client.detach, Client.lost, Client.reconnect, backoff.next, Client.acquire, Client.install,
+//     conn.retire, conn.retireOn, conn.endIfRetired.
 //     Tests: TestInFlightCallsFailWhenTheConnectionDrops, TestCallsWaitForTheReconnection, TestBackoffDoublesWithFullJitter,
 //     TestReconnectAfterTheServerWentAway, TestReconnectTriesTheNextEndpoint, TestRefusedReconnectIsRetried,
-//     TestSilentNetworkDropIsDetected.
+//     TestSilentNetworkDropIsDetected, TestUnavailableAnswerMovesToAnotherEndpoint.
 //  4. A Watch delivers its snapshot first, then updates strictly in
 //     watch_sequence order, each once. A sequence gap, a closure by the
 //     server for any reason, or a lost connection replaces the watch (a

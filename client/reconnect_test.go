@@ -350,3 +350,45 @@ func TestUnavailableClosureMovesToAnotherEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestUnavailableAnswerMovesToAnotherEndpoint: a request answered
+// UNAVAILABLE (a cluster node without a leader, or one behind that is not
+// catching up) returns that error and, with several endpoints, moves the
+// client: the next request is served by the next endpoint. With one
+// endpoint the client stays.
+func TestUnavailableAnswerMovesToAnotherEndpoint(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		two   bool
+		after error // what the second Get answers: nil (b's entry) or UNAVAILABLE
+	}{
+		{name: "two endpoints", two: true},
+		{name: "one endpoint", after: statestore.ErrUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := startServer(t, serverOptions{unavailable: errors.New("no leader")})
+			urls := []string{a.url}
+			if tc.two {
+				b := startServer(t, serverOptions{})
+				b.put(t, "service/a", "k", 2)
+				urls = append(urls, b.url)
+			}
+			c := dial(t, nil, urls...)
+			if _, err := c.Get(ctx, "service/a", "k"); !errors.Is(err, statestore.ErrUnavailable) {
+				t.Fatalf("Get on the node without a store: %v, want UNAVAILABLE", err)
+			}
+			e, err := c.Get(ctx, "service/a", "k")
+			switch {
+			case tc.after != nil && !errors.Is(err, tc.after):
+				t.Fatalf("second Get with one endpoint: %v, want UNAVAILABLE again", err)
+			case tc.after != nil && c.Endpoint() != a.url:
+				t.Fatalf("with one endpoint the client moved to %s", c.Endpoint())
+			case tc.after == nil && (err != nil || e.Revision == 0 || c.Endpoint() != urls[1]):
+				t.Fatalf("second Get: %+v, %v on %s; want b's entry from %s", e, err, c.Endpoint(), urls[1])
+			}
+		})
+	}
+}

@@ -149,6 +149,7 @@ func (w *Watch) open(ctx context.Context, kind EventKind) (*follow, WatchEvent, 
 		var res *pb.StateStoreResult
 		if err == nil {
 			res, err = rep.result()
+			cn.retireOn(err)
 		}
 		if err != nil {
 			return nil, WatchEvent{}, err
