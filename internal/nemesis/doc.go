@@ -50,7 +50,12 @@
 //     watcher), never received before its deadline (the nodes share the
 //     machine's clock, so that is the leader's clock too), and is gone on
 //     every node at the end; one no watcher saw expire fell where each
-//     re-snapshotted.
+//     re-snapshotted;
+//   - after each round's heal every node serves a linearizable read
+//     through a client of its own (run.probe): the workers' clients move
+//     off a node that answers UNAVAILABLE, so a node stuck behind the
+//     others (as one was, on a follower whose suffix cut failed) would
+//     otherwise go unseen.
 //
 // # Invariants
 //

@@ -324,8 +324,35 @@ func (r *run) round(round, n int) error {
 	for k := range nKeys {
 		r.observe(round, casKey(k))
 	}
+	// Every node must serve again, not only the one the observations
+	// reached: a client moves off a node that answers UNAVAILABLE, so a
+	// node stuck behind the others would otherwise go unnoticed.
+	for i, cl := range r.clients[:nodes] {
+		r.probe(round, i, cl)
+	}
 	return nil
 }
+
+// probe asks node i for a linearizable read (through its own client,
+// which never moves) until it answers, within probeBound of the heal;
+// the read is not part of the history.
+func (r *run) probe(round, i int, cl *client.Client) {
+	var err error
+	for deadline := time.Now().Add(probeBound); time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		_, err = cl.Get(ctx, ns, casKey(0))
+		cancel()
+		if err == nil || errors.Is(err, statestore.ErrNotFound) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // the node's catch-up has no signal here: bounded by probeBound
+	}
+	r.st.failf("round %d: node %s served no read within %v of the heal: %v", round, r.c.peers[i].ID, probeBound, err)
+}
+
+// probeBound is how long a healed, caught-up cluster's node may take to
+// serve a read: far above a catch-up of one round's entries.
+const probeBound = 10 * time.Second
 
 // settle is the quiet time before a round's observation: above a node's
 // retry bound for a call (two election timeouts, 200 ms) and the
