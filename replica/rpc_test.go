@@ -200,18 +200,18 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// serveCounting serves an echo handler on addr, counting connections.
-func serveCounting(t *testing.T, addr string) (*RPCServer, *countingListener) {
+// serveCounting serves h on addr, counting connections.
+func serveCounting(t *testing.T, addr string, h Handler) (*RPCServer, *countingListener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl := &countingListener{Listener: ln}
-	return serveOn(cl, func(_ context.Context, req []byte) ([]byte, error) {
-		return append([]byte("echo:"), req...), nil
-	}), cl
+	return serveOn(cl, h), cl
 }
+
+func echo(_ context.Context, req []byte) ([]byte, error) { return append([]byte("echo:"), req...), nil }
 
 // waitDead waits until every connection c keeps to addr has seen its
 // peer's close: the reader's own signal, not a sleep.
@@ -234,7 +234,7 @@ func waitDead(t *testing.T, c *TCPCaller, addr string) {
 
 func TestRPCKeepsConnections(t *testing.T) {
 	t.Parallel()
-	srv, cl := serveCounting(t, "127.0.0.1:0")
+	srv, cl := serveCounting(t, "127.0.0.1:0", echo)
 	addr := srv.Addr()
 	c := &TCPCaller{MaxIdle: 4}
 	call := func() {
@@ -271,7 +271,7 @@ func TestRPCKeepsConnections(t *testing.T) {
 	// dead, and the next call dials the new server instead of failing.
 	srv.Close()
 	waitDead(t, c, addr)
-	srv2, cl2 := serveCounting(t, addr)
+	srv2, cl2 := serveCounting(t, addr, echo)
 	defer srv2.Close()
 	for range 10 {
 		call()
@@ -282,20 +282,13 @@ func TestRPCKeepsConnections(t *testing.T) {
 
 	// A call that fails mid-way leaves no connection behind for the next.
 	hold, held := make(chan struct{}), make(chan struct{})
-	slow, scl := func() (*RPCServer, *countingListener) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	slow, scl := serveCounting(t, "127.0.0.1:0", func(_ context.Context, req []byte) ([]byte, error) {
+		if string(req) == "hold" {
+			close(held)
+			<-hold
 		}
-		cl := &countingListener{Listener: ln}
-		return serveOn(cl, func(_ context.Context, req []byte) ([]byte, error) {
-			if string(req) == "hold" {
-				close(held)
-				<-hold
-			}
-			return req, nil
-		}), cl
-	}()
+		return req, nil
+	})
 	defer slow.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
