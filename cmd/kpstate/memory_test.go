@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,16 +49,7 @@ func procMemory(t *testing.T, pid int) (rss, peak int64) {
 // [server] max_queued_bytes the server's peak resident set stays under
 // the budget plus 32 MB, and a bystander is answered throughout. It then
 // measures what 1,000 idle sessions cost each. Under the race detector
-// the memory figures are logged but not held (it multiplies memory).
-//
-// "Throughout" is held by what the stalled sessions do, not by a clock:
-// they never read, so the budget they fill frees only when one of them
-// ends (its 10 s write timeout); every bystander get must be answered
-// while none has. A bound on the get's latency (2 s, once) failed on a
-// loaded machine, where the first get after the burst can wait seconds
-// for a processor without anyone being starved. The senders start
-// together once every session is dialed, so the burst is the same
-// whatever the dials cost.
+// the figures are logged but not held (it multiplies memory).
 func TestStalledSessionsMemory(t *testing.T) {
 	// Not parallel: the resident set is the whole server's, and another
 	// test's load would blur what each session costs.
@@ -84,8 +74,6 @@ func TestStalledSessionsMemory(t *testing.T) {
 	// block once the server stops reading it) and reading nothing.
 	const stalled, requests = 100, 2000
 	var wg sync.WaitGroup
-	var ended atomic.Int64 // stalled sessions whose connection ended
-	release := make(chan struct{})
 	for range stalled {
 		c, err := p.dial(ops.token)
 		if err != nil {
@@ -94,24 +82,18 @@ func TestStalledSessionsMemory(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-release
 			for id := uint64(1); id <= requests; id++ {
 				if c.Send(&pb.ClientMessage{Message: &pb.ClientMessage_GetState{GetState: &pb.GetState{RequestId: id,
 					Namespace: "service/big", Key: "k"}}}) != nil {
-					// The server stopped reading, and the write timed
-					// out: the session is over.
-					ended.Add(1)
-					return
+					return // the server stopped reading, and the write timed out
 				}
 			}
 		}()
 	}
-	close(release)
-	// Sample every 100 ms, up to 60 times, while the bystander keeps
-	// being answered and every stalled session still holds its share.
+	// Sample for 6 s, inside the server's 10 s write timeout, while the
+	// bystander keeps being answered.
 	var peakRSS int64
 	var slowest time.Duration
-	answered := 0
 	tick := time.NewTicker(100 * time.Millisecond)
 	for range 60 {
 		<-tick.C
@@ -122,22 +104,16 @@ func TestStalledSessionsMemory(t *testing.T) {
 			t.Fatalf("the bystander's get: %v", r)
 		}
 		slowest = max(slowest, time.Since(began))
-		if n := ended.Load(); n > 0 {
-			// The attack is over: a get answered now may have been
-			// served from a share an ended session freed.
-			if answered == 0 {
-				t.Errorf("the bystander's first get was answered only after %d stalled sessions ended", n)
-			}
-			break
-		}
-		answered++
 	}
 	tick.Stop()
 	_, hwm := procMemory(t, pid)
-	t.Logf("%d stalled sessions, a %d-byte budget: resident %.1f MB before, peak sampled %.1f MB, VmHWM %.1f MB (bound: budget + 32 MB = %.1f MB); the bystander answered %d times while all stalled, its slowest get %v",
-		stalled, budget, mb(base), mb(peakRSS), mb(hwm), mb(budget+32<<20), answered, slowest.Round(time.Millisecond))
+	t.Logf("%d stalled sessions, a %d-byte budget: resident %.1f MB before, peak sampled %.1f MB, VmHWM %.1f MB (bound: budget + 32 MB = %.1f MB); the bystander's slowest get %v",
+		stalled, budget, mb(base), mb(peakRSS), mb(hwm), mb(budget+32<<20), slowest.Round(time.Millisecond))
 	if !raceEnabled && hwm > budget+32<<20 {
 		t.Errorf("peak resident %.1f MB exceeds the budget plus 32 MB", mb(hwm))
+	}
+	if slowest > 2*time.Second {
+		t.Errorf("the bystander waited %v for a get", slowest)
 	}
 	wg.Wait()
 
