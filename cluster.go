@@ -226,8 +226,9 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		if err != nil {
 			return err
 		}
-		c.caller = &replica.TCPCaller{TLS: co.TLS}
-		c.unregister = func() { srv.Close() }
+		caller := &replica.TCPCaller{TLS: co.TLS}
+		c.caller = caller
+		c.unregister = func() { srv.Close(); caller.Close() }
 	}
 	// Limits and schemas agree with every peer that answers, before this
 	// node takes part in raft (cluster_agree.go).

@@ -144,9 +144,12 @@
 //     Tests: statestore.TestClusterWritesAtLeaderAndFollowerVisibleEverywhere.
 //  6. A peer call that failed before it was sent may be retried; one that
 //     failed after is an unknown outcome. Messages are bounded both ways.
-//     Raft and peer calls run over TLS when configured.
-//     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, NewStreamTransport, ServeRPC.
-//     Tests: TestRPCOverTCP, TestRPCBounds, TestNetworkTransportDoesNotPipeline, statestore.TestClusterOverTCP.
+//     Raft and peer calls run over TLS when configured. A peer call's
+//     connection is kept for the next only after a call succeeded on it,
+//     and not once its peer closed it.
+//     Code: TCPCaller.Call, TCPCaller.get, TCPCaller.put, NotSentError, MaxMessage, newNetworkTransport, NewStreamTransport, ServeRPC.
+//     Tests: TestRPCOverTCP, TestRPCBounds, TestRPCKeepsConnections, TestRPCKeepsTLSConnections,
+//     TestNetworkTransportDoesNotPipeline, statestore.TestClusterOverTCP.
 //  7. A node that heard from no leader for its bound closes its watches
 //     UNAVAILABLE and refuses writes, linearizable reads and new watches
 //     until it hears one; stale reads go on.

@@ -87,10 +87,16 @@ func ServeRPC(addr string, tc *tls.Config, h Handler) (*RPCServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica rpc listen on %s: %w", addr, err)
 	}
+	return serveOn(ln, h), nil
+}
+
+// serveOn serves h on ln, which the server owns from then on: the seam a
+// test wraps the listener at to count the connections callers open.
+func serveOn(ln net.Listener, h Handler) *RPCServer {
 	s := &RPCServer{ln: ln, h: h, conn: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 // Addr is the address the server listens on.
@@ -159,11 +165,136 @@ func (s *RPCServer) Close() error {
 	return err
 }
 
-// TCPCaller calls RPCServers over TCP (mutual TLS when TLS is set), one
-// connection per call: forwarded writes are rare beside raft's own traffic.
+// TCPCaller calls RPCServers over TCP (mutual TLS when TLS is set). It
+// keeps up to MaxIdle connections per address between calls, because the
+// leader polls every follower's progress four times a second and a
+// follower forwards every write: a dial per call would be a TLS handshake
+// each time. A kept connection that its peer closed (the peer restarted)
+// is noticed by its reader and dialed anew by the next call; one a call
+// failed on is never kept. The zero value is ready; Close ends the kept
+// connections.
 type TCPCaller struct {
 	TLS         *tls.Config
 	DialTimeout time.Duration // 0 means 2 s
+	MaxIdle     int           // connections kept per address between calls; 0 means 16
+
+	mu     sync.Mutex
+	idle   map[string][]*rpcConn
+	closed bool
+}
+
+// rpcConn is one connection of a TCPCaller. Its reader goroutine reads
+// every answer, so a peer's close is seen while the connection sits idle,
+// not on the next call's write.
+type rpcConn struct {
+	c       net.Conn
+	answers chan []byte   // the one answer a call waits for
+	dead    chan struct{} // closed once the connection ended; err says why
+	err     error
+}
+
+func newRPCConn(c net.Conn) *rpcConn {
+	rc := &rpcConn{c: c, answers: make(chan []byte, 1), dead: make(chan struct{})}
+	go rc.read()
+	return rc
+}
+
+// read hands each answer to the waiting call until the connection ends.
+// An answer no call waits for (the previous one not taken) breaks the
+// one-request-one-answer order, so it ends the connection too.
+func (rc *rpcConn) read() {
+	for {
+		m, err := readMsg(rc.c)
+		if err == nil {
+			select {
+			case rc.answers <- m:
+				continue
+			default:
+				err = errors.New("an answer no call waited for")
+			}
+		}
+		rc.err = err
+		rc.c.Close()
+		close(rc.dead)
+		return
+	}
+}
+
+func (rc *rpcConn) alive() bool {
+	select {
+	case <-rc.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+func (t *TCPCaller) maxIdle() int {
+	if t.MaxIdle > 0 {
+		return t.MaxIdle
+	}
+	return 16
+}
+
+// get returns a kept live connection to addr, or dials one.
+func (t *TCPCaller) get(ctx context.Context, addr string) (*rpcConn, error) {
+	t.mu.Lock()
+	for l := t.idle[addr]; len(l) > 0; l = t.idle[addr] {
+		rc := l[len(l)-1]
+		t.idle[addr] = l[:len(l)-1]
+		if rc.alive() {
+			t.mu.Unlock()
+			return rc, nil
+		}
+	}
+	t.mu.Unlock()
+	timeout := t.DialTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	d := &net.Dialer{Timeout: timeout}
+	var c net.Conn
+	var err error
+	if t.TLS != nil {
+		c, err = (&tls.Dialer{NetDialer: d, Config: t.TLS}).DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, &NotSentError{Addr: addr, Err: err}
+	}
+	return newRPCConn(c), nil
+}
+
+// put keeps rc for the next call to addr, or closes it when the caller is
+// closed or already keeps enough.
+func (t *TCPCaller) put(addr string, rc *rpcConn) {
+	t.mu.Lock()
+	if !t.closed && rc.alive() && len(t.idle[addr]) < t.maxIdle() {
+		if t.idle == nil {
+			t.idle = map[string][]*rpcConn{}
+		}
+		t.idle[addr] = append(t.idle[addr], rc)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	rc.c.Close()
+}
+
+// Close ends the kept connections. Calls after it still work, each on a
+// connection of its own that is not kept.
+func (t *TCPCaller) Close() error {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle, t.closed = nil, true
+	t.mu.Unlock()
+	for _, l := range idle {
+		for _, rc := range l {
+			rc.c.Close()
+		}
+	}
+	return nil
 }
 
 // NotSentError is a Call that failed before its request could reach the
@@ -188,35 +319,42 @@ type RemoteError struct {
 func (e *RemoteError) Error() string { return fmt.Sprintf("replica rpc %s: %s", e.Addr, e.Msg) }
 
 // Call sends req to addr and returns the answer; ctx bounds the whole call.
+// A failure after the dial leaves the outcome unknown, on a kept connection
+// as on a new one: the peer may have read the request before it closed.
 func (t *TCPCaller) Call(ctx context.Context, addr string, req []byte) ([]byte, error) {
-	timeout := t.DialTimeout
-	if timeout == 0 {
-		timeout = 2 * time.Second
-	}
-	d := &net.Dialer{Timeout: timeout}
-	var c net.Conn
-	var err error
-	if t.TLS != nil {
-		c, err = (&tls.Dialer{NetDialer: d, Config: t.TLS}).DialContext(ctx, "tcp", addr)
-	} else {
-		c, err = d.DialContext(ctx, "tcp", addr)
-	}
+	rc, err := t.get(ctx, addr)
 	if err != nil {
-		return nil, &NotSentError{Addr: addr, Err: err}
+		return nil, err
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if err := writeMsg(c, req); err != nil {
-		return nil, fmt.Errorf("replica rpc send to %s: %w", addr, err)
-	}
-	resp, err := readMsg(c)
-	if err != nil {
-		if ctx.Err() != nil {
+	// A canceled call ends the write it may be blocked in; the connection
+	// is then not kept, its write deadline being in the past.
+	stop := context.AfterFunc(ctx, func() { rc.c.SetWriteDeadline(time.Unix(1, 0)) })
+	err = writeMsg(rc.c, req)
+	if !stop() || err != nil {
+		rc.c.Close()
+		if err == nil {
+			err = ctx.Err()
+		} else if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, fmt.Errorf("replica rpc answer from %s: %w", addr, err)
+		return nil, fmt.Errorf("replica rpc send to %s: %w", addr, err)
 	}
+	var resp []byte
+	select {
+	case resp = <-rc.answers:
+	case <-rc.dead:
+		// The reader hands the answer over before it marks the
+		// connection dead: an answer followed by a close still counts.
+		select {
+		case resp = <-rc.answers:
+		default:
+			return nil, fmt.Errorf("replica rpc answer from %s: %w", addr, rc.err)
+		}
+	case <-ctx.Done():
+		rc.c.Close()
+		return nil, fmt.Errorf("replica rpc answer from %s: %w", addr, ctx.Err())
+	}
+	t.put(addr, rc)
 	if len(resp) == 0 {
 		return nil, fmt.Errorf("replica rpc answer from %s: empty", addr)
 	}

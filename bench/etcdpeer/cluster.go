@@ -3,7 +3,6 @@ package etcdpeer
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/keeppeek/statestore/internal/loopback"
 )
 
 // The cluster workloads: the same compare-and-set against a cluster of
@@ -34,7 +35,7 @@ func OpenCluster(dir string, members, keys, docSize, conns int) (*DB, error) {
 	if members <= 0 || keys <= 0 || docSize <= 0 || conns <= 0 {
 		return nil, fmt.Errorf("etcdpeer: members %d, keys %d, docSize %d and conns %d must be positive", members, keys, docSize, conns)
 	}
-	hosts, err := freeHosts(2 * members)
+	hosts, err := loopback.FreeAddrs(2 * members)
 	if err != nil {
 		return nil, err
 	}
@@ -101,21 +102,6 @@ func OpenCluster(dir string, members, keys, docSize, conns int) (*DB, error) {
 		clis = append(clis, cli)
 	}
 	return populate(etcds, clis, keys, docSize)
-}
-
-// freeHosts returns n distinct 127.0.0.1 ports that were free, all
-// listened on at once so that none is handed out twice.
-func freeHosts(n int) ([]string, error) {
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("etcdpeer: pick a port: %w", err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }
 
 // Members returns the number of members the DB runs.

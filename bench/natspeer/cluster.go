@@ -3,7 +3,6 @@ package natspeer
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/keeppeek/statestore/internal/loopback"
 )
 
 // The cluster workloads: the same compare-and-set against a bucket of
@@ -39,7 +40,7 @@ func OpenCluster(dir string, servers, keys, docSize, conns int) (*DB, error) {
 	if servers <= 0 || keys <= 0 || docSize <= 0 || conns <= 0 {
 		return nil, fmt.Errorf("natspeer: servers %d, keys %d, docSize %d and conns %d must be positive", servers, keys, docSize, conns)
 	}
-	ports, err := freePorts(servers)
+	ports, err := loopback.FreePorts(servers)
 	if err != nil {
 		return nil, err
 	}
@@ -136,21 +137,6 @@ func createBucket(ctx context.Context, js jetstream.JetStream, replicas int) (je
 		}
 	}
 	return nil, fmt.Errorf("natspeer: create bucket with %d replicas: %w", replicas, last)
-}
-
-// freePorts returns n distinct 127.0.0.1 ports that were free, all
-// listened on at once so that none is handed out twice.
-func freePorts(n int) ([]int, error) {
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("natspeer: pick a port: %w", err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // Servers returns the number of servers the DB runs.

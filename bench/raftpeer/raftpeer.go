@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -38,6 +37,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+
+	"github.com/keeppeek/statestore/internal/loopback"
 )
 
 // Workload names, as they appear in results and in qualify's --only flag.
@@ -106,7 +107,7 @@ func Open(dir string, n, entrySize int) (*Cluster, error) {
 	if n <= 0 || entrySize <= 0 {
 		return nil, fmt.Errorf("raftpeer: nodes %d and entrySize %d must be positive", n, entrySize)
 	}
-	addrs, err := freeAddrs(n)
+	addrs, err := loopback.FreeAddrs(n)
 	if err != nil {
 		return nil, err
 	}
@@ -217,21 +218,6 @@ func (c *Cluster) Close() error {
 func (nd *node) close() error {
 	err := nd.raft.Shutdown().Error()
 	return errors.Join(err, nd.trans.Close(), nd.wal.Close())
-}
-
-// freeAddrs returns n distinct 127.0.0.1 addresses that were free, all
-// listened on at once so that none is handed out twice.
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("raftpeer: pick a port: %w", err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }
 
 // Nodes returns the number of nodes the cluster runs.

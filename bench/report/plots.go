@@ -1,7 +1,9 @@
 package report
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot"
@@ -11,6 +13,10 @@ import (
 
 	"github.com/keeppeek/statestore/bench/harness"
 )
+
+// errNothingToPlot is a figure none of whose workloads the run measured:
+// Write leaves it out rather than draw an empty plot.
+var errNothingToPlot = errors.New("report: nothing to plot")
 
 // Figure size: wide enough for a legend beside eight lines.
 const (
@@ -41,7 +47,7 @@ func plotLatency(path string, results []harness.Result, names []string) error {
 		n++
 	}
 	if n == 0 {
-		return fmt.Errorf("report: no serial result to plot in %s", path)
+		return fmt.Errorf("%w: no serial result for %s", errNothingToPlot, path)
 	}
 	return p.Save(figWidth, figHeight, path)
 }
@@ -49,8 +55,32 @@ func plotLatency(path string, results []harness.Result, names []string) error {
 // plotThroughput draws acknowledged operations per second against the
 // writer count for each named concurrent workload.
 func plotThroughput(path string, results []harness.Result, names []string) error {
-	p := newFigure("Throughput against concurrent writers", "concurrent writers (log scale)", "acknowledged operations per second")
-	p.X.Tick.Marker = writerTicks(results)
+	return plotByWriters(path, "Throughput against concurrent writers", results, names)
+}
+
+// plotClusterThroughput draws the cluster_concurrent rows, the store's
+// three nodes beside each peer cluster and the raft-wal floor, the same
+// way: the cluster section's figure.
+func plotClusterThroughput(path string, results []harness.Result) error {
+	var names []string
+	for _, s := range clusterConcurrent {
+		names = append(names, s.name)
+	}
+	return plotByWriters(path, "Cluster throughput against concurrent writers (three nodes on loopback each)", results, names)
+}
+
+// plotByWriters draws acknowledged operations per second against the
+// writer count for each named workload, the x axis marked at the writer
+// counts they ran.
+func plotByWriters(path, title string, results []harness.Result, names []string) error {
+	p := newFigure(title, "concurrent writers (log scale)", "acknowledged operations per second")
+	var drawn []harness.Result
+	for _, r := range results {
+		if slices.Contains(names, r.Name) && r.Writers > 0 && r.OpsPerS > 0 {
+			drawn = append(drawn, r)
+		}
+	}
+	p.X.Tick.Marker = writerTicks(drawn)
 	p.Legend.Top, p.Legend.Left = true, true
 	n := 0
 	for _, name := range names {
@@ -70,7 +100,7 @@ func plotThroughput(path string, results []harness.Result, names []string) error
 		n++
 	}
 	if n == 0 {
-		return fmt.Errorf("report: no concurrent result to plot in %s", path)
+		return fmt.Errorf("%w: no concurrent result for %s", errNothingToPlot, path)
 	}
 	return p.Save(figWidth, figHeight, path)
 }

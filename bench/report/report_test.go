@@ -131,13 +131,15 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-// TestWrite checks that one call writes the markdown, both figures and the
-// results, and that the markdown carries the run's command, machine,
-// versions, verdicts and every row.
+// TestWrite checks that one call writes the markdown, the three figures
+// and the results, and that the markdown carries the run's command,
+// machine, versions, verdicts and every row, the cluster's figure in the
+// cluster's section.
 func TestWrite(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	results := append(run(150, 9000, 15000), networkRun(300)...)
+	results = append(results, clusterRun(500, 0)...)
 	r := Run{
 		Command: "go run ./bench/cmd/qualify --report .", Started: time.Unix(1700000000, 0), Elapsed: time.Minute,
 		Machine:    DescribeMachine(dir),
@@ -148,7 +150,7 @@ func TestWrite(t *testing.T) {
 	if err := Write(dir, r, results); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{LatencyFigure, ThroughputFile} {
+	for _, f := range []string{LatencyFigure, ThroughputFile, ClusterFigure} {
 		b, err := os.ReadFile(filepath.Join(dir, FigureDir, f))
 		if err != nil || !strings.Contains(string(b), "<svg") {
 			t.Fatalf("%s: not an SVG (%v)", f, err)
@@ -158,6 +160,7 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkClusterFigure(t, dir, string(md))
 	for _, want := range []string{r.Command, "github.com/tidwall/wal | v1.2.1", "| met |", "(15000 / 19000 ops/s, pooled over the rounds)", r.Machine.Go,
 		FigureDir + "/" + LatencyFigure, FigureDir + "/" + ThroughputFile, "| etcd_cas_concurrent | 127 |",
 		"## The network path", "ws_cas ÷ durable_cas (the whole network path): 1.50×", "## The specification's figures beside ours"} {
@@ -170,12 +173,73 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// TestWriteRefusesEmptyFigures: a run without the workloads a figure draws
-// is an error, not an empty plot.
+// TestWriteRefusesEmptyFigures: a run without the workloads of any figure
+// is an error, not a report of empty plots.
 func TestWriteRefusesEmptyFigures(t *testing.T) {
 	t.Parallel()
-	err := Write(t.TempDir(), Run{Serial: []string{"nothing"}, Concurrent: []string{"nothing"}}, run(150, 9000, 15000))
-	if err == nil || !strings.Contains(err.Error(), "no serial result") {
+	dir := t.TempDir()
+	err := Write(dir, Run{Serial: []string{"nothing"}, Concurrent: []string{"nothing"}}, run(150, 9000, 15000))
+	if err == nil || !strings.Contains(err.Error(), "no workload of any figure") {
 		t.Fatalf("Write with no plottable workload: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, MarkdownFile)); err == nil {
+		t.Fatal("a refused run wrote BENCHMARKS.md")
+	}
+}
+
+// TestWriteClusterOnlyRun: a run of qualify --only cluster (qualify's own
+// figure lists, none of whose workloads ran) draws the cluster's figure
+// alone, refers to it from the cluster's section, and says the other two
+// were not drawn instead of drawing them empty.
+func TestWriteClusterOnlyRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := Run{Command: "go run ./bench/cmd/qualify --only cluster --report DIR", Started: time.Unix(1700000000, 0),
+		Serial: []string{durableCAS, rawAppend}, Concurrent: []string{durableCASConcurrent, walGroup}}
+	if err := Write(dir, r, clusterRun(500, 0)); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClusterFigure(t, dir, string(md))
+	for _, f := range []string{LatencyFigure, ThroughputFile} {
+		if _, err := os.Stat(filepath.Join(dir, FigureDir, f)); err == nil {
+			t.Errorf("%s drawn for a run that measured none of its workloads", f)
+		}
+		if strings.Contains(string(md), FigureDir+"/"+f) {
+			t.Errorf("BENCHMARKS.md refers to %s, which was not drawn", f)
+		}
+	}
+	for _, want := range []string{"The serial latency figure is not drawn", "The throughput figure is not drawn"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+}
+
+// checkClusterFigure: the cluster's figure is an SVG with a line per side
+// of cluster_concurrent at every writer count the rows hold, and md refers
+// to it inside the section "The cluster".
+func checkClusterFigure(t *testing.T, dir, md string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, FigureDir, ClusterFigure))
+	if err != nil || !strings.Contains(string(b), "<svg") {
+		t.Fatalf("%s: not an SVG (%v)", ClusterFigure, err)
+	}
+	for _, side := range clusterConcurrent {
+		if !strings.Contains(string(b), side.name) {
+			t.Errorf("%s has no line for %s", ClusterFigure, side.name)
+		}
+	}
+	if !strings.Contains(string(b), ">8<") || !strings.Contains(string(b), ">127<") {
+		t.Errorf("%s does not mark the writer counts 8 and 127 the rows ran", ClusterFigure)
+	}
+	ref := "![cluster throughput](" + FigureDir + "/" + ClusterFigure + ")"
+	start, next := strings.Index(md, "## The cluster"), strings.Index(md, "## The specification's figures")
+	at := strings.Index(md, ref)
+	if start < 0 || at < start || (next >= 0 && at > next) {
+		t.Errorf("BENCHMARKS.md refers to the cluster figure at %d, outside the cluster section (%d to %d)", at, start, next)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/client"
+	"github.com/keeppeek/statestore/internal/loopback"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
 )
@@ -53,12 +53,7 @@ func TestMain(m *testing.M) {
 		}
 		// The parent holds stdin open: its end (the parent died) stops
 		// the node, so no node outlives its test.
-		stop := make(chan struct{})
-		go func() {
-			io.Copy(io.Discard, os.Stdin)
-			close(stop)
-		}()
-		if err := RunNode(cfg, os.Stdout, stop); err != nil {
+		if err := ServeLines(cfg, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}
@@ -133,21 +128,6 @@ func (h *harness) failed() bool {
 	h.fmu.Lock()
 	defer h.fmu.Unlock()
 	return len(h.fails) > 0
-}
-
-// freeAddrs returns n distinct ports on 127.0.0.1 that were free: all
-// listened on at once, so the kernel cannot hand one out twice.
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
 }
 
 // start runs node i's process on its directory and returns once it
@@ -522,7 +502,7 @@ func TestLeaderKillLoop(t *testing.T) {
 	for i := range nKeys {
 		h.values[fmt.Sprintf("k/%d", i)] = map[string]bool{}
 	}
-	addrs, err := freeAddrs(9)
+	addrs, err := loopback.FreeAddrs(9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/loopback"
 	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/schema"
 )
@@ -40,7 +41,7 @@ func (l *slowLog) LastIndex() (uint64, error) {
 // restarting node for the leader it was sends), and exits 0 once the call
 // was answered.
 func forwardChild() {
-	addrs, err := freeAddrs(2)
+	addrs, err := loopback.FreeAddrs(2)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -3,8 +3,10 @@
 // TCP, each its own OS process serving the wire protocol through
 // wire/wstransport), writers, watchers and leases driven through the
 // shipped client package, and the leader killed with SIGKILL again and
-// again. RunNode is the node process; the test in this package is the
-// parent and holds the checks:
+// again. RunNode is the node process (ServeLines its main, commands on
+// its stdin; internal/nemesis and bench/cmd/qualify's cluster rows run
+// it too, the latter with replica's default timeouts); the test in this
+// package is the parent and holds the checks:
 //
 //   - every acknowledged write is present or superseded on every node,
 //     and a read or write never answers a revision older than one
@@ -35,6 +37,8 @@
 package clusterkill
 
 import (
+	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -107,10 +111,24 @@ type NodeConfig struct {
 	// are dialed as they are.
 	RaftDial map[string]string `json:",omitempty"`
 	// Control, when set, takes commands while the node runs (ControlFailSync,
-	// ControlRemove, ControlAdd); each is answered with one line starting
-	// LineControlOK or LineControlErr followed by the command. A node
-	// given one arms its journal's fault hooks (statestore.Options.Faults).
+	// ControlRemove, ControlAdd, ControlTransfer); each is answered with
+	// one line starting LineControlOK or LineControlErr followed by the
+	// command. ServeLines reads them from the parent's pipe.
 	Control <-chan string `json:"-"`
+	// Faults arms the journal's fault hooks (statestore.Options.Faults),
+	// which ControlFailSync needs; a node without them runs the journal's
+	// path as an operator's does.
+	Faults bool `json:",omitempty"`
+	// ReplicaDefaults leaves the raft timeouts and snapshot settings at
+	// package replica's defaults, what an operator runs, instead of this
+	// package's short ones: bench/cmd/qualify's cluster rows measure that.
+	ReplicaDefaults bool `json:",omitempty"`
+	// LeaderPoll is how often the node checks whether it leads: the lag
+	// of its LineLeader and LineFollower. 0 means 5 ms.
+	LeaderPoll time.Duration `json:",omitempty"`
+	// Authenticator, when set, replaces Token for Principal: qualify's
+	// nodes serve a principal per owner, as its single-store rows do.
+	Authenticator wstransport.Authenticator `json:"-"`
 }
 
 // Control commands, each a line of words: the command, then its argument.
@@ -124,6 +142,10 @@ const (
 	// ControlAdd ID adds ID, one of Peers, back as a voter, with the
 	// addresses this node knows it by; only the leader can.
 	ControlAdd = "add"
+	// ControlTransfer [ID] hands leadership to ID, or without one to
+	// whichever follower raft picks, and is answered once the transfer
+	// completed; only the leader can.
+	ControlTransfer = "transfer"
 )
 
 // Lines a node prints on its output, one per line.
@@ -142,7 +164,7 @@ const (
 // over TCP, served over WebSocket on its WSAddr at client.WebSocketPath.
 // It prints LineServing once serving, LineReady once caught up, and
 // LineLeader and LineFollower as its leadership changes (polled every
-// 5 ms), so the parent knows whom to kill.
+// cfg.LeaderPoll), so the parent knows whom to kill.
 func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	var self *Peer
 	var peers []statestore.Peer
@@ -155,10 +177,10 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	if self == nil {
 		return fmt.Errorf("clusterkill: node %q is not among the peers", cfg.ID)
 	}
-	co := statestore.ClusterOptions{
-		NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers,
-		HeartbeatTimeout: HeartbeatTimeout, ElectionTimeout: ElectionTimeout, LeaderLeaseTimeout: LeaderLeaseTimeout,
-		SnapshotThreshold: SnapshotThreshold, TrailingLogs: TrailingLogs,
+	co := statestore.ClusterOptions{NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers}
+	if !cfg.ReplicaDefaults {
+		co.HeartbeatTimeout, co.ElectionTimeout, co.LeaderLeaseTimeout = HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout
+		co.SnapshotThreshold, co.TrailingLogs = SnapshotThreshold, TrailingLogs
 	}
 	var trans *raft.NetworkTransport
 	if cfg.RaftDial != nil {
@@ -170,7 +192,7 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 		co.Transport = trans
 	}
 	opts := statestore.Options{Dir: cfg.Dir}
-	if cfg.Control != nil {
+	if cfg.Faults {
 		opts.Faults = &fault.Hooks{}
 	}
 	s, err := statestore.OpenCluster(opts, co)
@@ -188,8 +210,11 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 		}
 		return err
 	}
-	h, err := wstransport.NewHandler(dispatch.New(s, dispatch.Options{}), wstransport.Options{
-		Authenticator: wstransport.TokenAuthenticator{Token: Token, Principal: Principal}})
+	auth := cfg.Authenticator
+	if auth == nil {
+		auth = wstransport.TokenAuthenticator{Token: Token, Principal: Principal}
+	}
+	h, err := wstransport.NewHandler(dispatch.New(s, dispatch.Options{}), wstransport.Options{Authenticator: auth})
 	if err != nil {
 		closeStore()
 		return err
@@ -239,7 +264,7 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	if cfg.Control != nil {
 		go control(cfg, s, opts.Faults, say, stop)
 	}
-	tick := time.NewTicker(5 * time.Millisecond)
+	tick := time.NewTicker(cmp.Or(cfg.LeaderPoll, 5*time.Millisecond))
 	defer tick.Stop()
 	leading := false
 	var serr error
@@ -269,20 +294,46 @@ loop:
 	return errors.Join(serr, closeStore())
 }
 
-// control runs cfg.Control's commands until stop.
-func control(cfg NodeConfig, s *statestore.Store, hooks *fault.Hooks, say func(string), stop <-chan struct{}) {
-	var failing atomic.Int64 // fdatasyncs still to fail
-	hooks.SetSync(func(string) error {
-		for {
-			n := failing.Load()
-			if n <= 0 {
-				return nil
-			}
-			if failing.CompareAndSwap(n, n-1) {
-				return syscall.EIO
+// ServeLines runs RunNode with its Control commands read from in, one a
+// line, until in ends (the parent closed it, or died): the main of a node
+// process whose parent holds its stdin, so no node outlives its parent.
+func ServeLines(cfg NodeConfig, in io.Reader, out io.Writer) error {
+	ctl := make(chan string)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(stop)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			select {
+			case ctl <- sc.Text():
+			case <-done:
+				return
 			}
 		}
-	})
+	}()
+	cfg.Control = ctl
+	return RunNode(cfg, out, stop)
+}
+
+// control runs cfg.Control's commands until stop.
+func control(cfg NodeConfig, s *statestore.Store, hooks *fault.Hooks, say func(string), stop <-chan struct{}) {
+	var failing *atomic.Int64 // fdatasyncs still to fail; nil without hooks
+	if hooks != nil {
+		failing = new(atomic.Int64)
+		hooks.SetSync(func(string) error {
+			for {
+				n := failing.Load()
+				if n <= 0 {
+					return nil
+				}
+				if failing.CompareAndSwap(n, n-1) {
+					return syscall.EIO
+				}
+			}
+		})
+	}
 	for {
 		var line string
 		select {
@@ -294,7 +345,7 @@ func control(cfg NodeConfig, s *statestore.Store, hooks *fault.Hooks, say func(s
 			}
 			line = l
 		}
-		if err := command(cfg, s, &failing, line); err != nil {
+		if err := command(cfg, s, failing, line); err != nil {
 			say(fmt.Sprintf("%s %s: %v", LineControlErr, line, err))
 		} else {
 			say(LineControlOK + " " + line)
@@ -305,11 +356,19 @@ func control(cfg NodeConfig, s *statestore.Store, hooks *fault.Hooks, say func(s
 // command runs one Control command.
 func command(cfg NodeConfig, s *statestore.Store, failing *atomic.Int64, line string) error {
 	f := strings.Fields(line)
+	if len(f) == 1 && f[0] == ControlTransfer {
+		return s.Cluster().TransferLeadership("")
+	}
 	if len(f) != 2 {
 		return fmt.Errorf("want a command and one argument")
 	}
 	switch f[0] {
+	case ControlTransfer:
+		return s.Cluster().TransferLeadership(f[1])
 	case ControlFailSync:
+		if failing == nil {
+			return fmt.Errorf("the node's fault hooks are not armed (NodeConfig.Faults)")
+		}
 		n, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil || n < 0 {
 			return fmt.Errorf("count %q: want a whole number", f[1])

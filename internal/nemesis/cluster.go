@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keeppeek/statestore/internal/clusterkill"
+	"github.com/keeppeek/statestore/internal/loopback"
 )
 
 // nodes is the cluster's size.
@@ -58,23 +58,8 @@ type cluster struct {
 	procs [nodes]*proc
 }
 
-// freeAddrs returns n distinct ports on 127.0.0.1 that were free: all
-// listened on at once, so the kernel cannot hand one out twice.
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
-}
-
 func newCluster(dir string, command func() *exec.Cmd) (*cluster, error) {
-	addrs, err := freeAddrs(3 * nodes)
+	addrs, err := loopback.FreeAddrs(3 * nodes)
 	if err != nil {
 		return nil, fmt.Errorf("nemesis: addresses: %w", err)
 	}

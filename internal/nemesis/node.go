@@ -1,7 +1,6 @@
 package nemesis
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,23 +13,15 @@ import (
 // Config.Command's process checks it first thing and runs NodeMain.
 const NodeEnv = "KP_NEMESIS_NODE"
 
-// NodeMain runs one node process: clusterkill.RunNode with the JSON
-// config, its Control commands read from in one per line, until in ends
-// (the parent closed it, or died), when the node closes its store.
+// NodeMain runs one node process: clusterkill.ServeLines with the JSON
+// config and the fault hooks armed, its Control commands read from in one
+// per line, until in ends (the parent closed it, or died), when the node
+// closes its store.
 func NodeMain(config string, in io.Reader, out io.Writer) error {
 	var cfg clusterkill.NodeConfig
 	if err := json.Unmarshal([]byte(config), &cfg); err != nil {
 		return fmt.Errorf("nemesis node: %s: %w", NodeEnv, err)
 	}
-	ctl := make(chan string)
-	stop := make(chan struct{})
-	go func() {
-		defer close(stop)
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			ctl <- sc.Text()
-		}
-	}()
-	cfg.Control = ctl
-	return clusterkill.RunNode(cfg, out, stop)
+	cfg.Faults = true
+	return clusterkill.ServeLines(cfg, in, out)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/keeppeek/statestore/internal/clusterkill"
+	"github.com/keeppeek/statestore/internal/loopback"
 )
 
 // clusterSize is the number of nodes (and of every peer cluster's
@@ -33,7 +35,7 @@ type nodeProc struct {
 	// changed is signalled (never blocking) on every leadership line.
 	changed chan struct{}
 	ready   chan struct{}
-	// answers carries the replies to cmdTransfer.
+	// answers carries the replies to clusterkill.ControlTransfer.
 	answers chan string
 	stderr  *lockedBuffer
 }
@@ -63,7 +65,7 @@ func (l *lockedBuffer) String() string {
 // clusterNodes is the parent's side of three node processes.
 type clusterNodes struct {
 	exe   string
-	peers []clusterPeer
+	peers []clusterkill.Peer
 	dirs  []string
 	mu    sync.Mutex // guards procs
 	procs []*nodeProc
@@ -77,13 +79,13 @@ func startCluster(env *Env, name string) (*clusterNodes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: this executable, to run the nodes: %w", name, err)
 	}
-	addrs, err := freeLoopback(3 * clusterSize)
+	addrs, err := loopback.FreeAddrs(3 * clusterSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c := &clusterNodes{exe: exe, procs: make([]*nodeProc, clusterSize)}
 	for i := range clusterSize {
-		c.peers = append(c.peers, clusterPeer{ID: fmt.Sprintf("node-%d", i), RaftAddr: addrs[3*i], RPCAddr: addrs[3*i+1], WSAddr: addrs[3*i+2]})
+		c.peers = append(c.peers, clusterkill.Peer{ID: fmt.Sprintf("node-%d", i), RaftAddr: addrs[3*i], RPCAddr: addrs[3*i+1], WSAddr: addrs[3*i+2]})
 		dir, err := env.Scratch(fmt.Sprintf("%s-node-%d", name, i))
 		if err != nil {
 			return nil, err
@@ -104,21 +106,6 @@ func startCluster(env *Env, name string) (*clusterNodes, error) {
 		return nil, errors.Join(err, c.close())
 	}
 	return c, nil
-}
-
-// freeLoopback returns n distinct 127.0.0.1 addresses that were free, all
-// listened on at once so that none is handed out twice.
-func freeLoopback(n int) ([]string, error) {
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a port: %w", err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
 }
 
 // endpoints returns the nodes' WebSocket URLs starting at node first: a
@@ -146,7 +133,7 @@ func (c *clusterNodes) leads(endpoint string) bool {
 // start runs node i's process on its directory and returns once it
 // serves.
 func (c *clusterNodes) start(i int) error {
-	cfg, err := json.Marshal(clusterNodeConfig{ID: c.peers[i].ID, Dir: c.dirs[i], Peers: c.peers})
+	cfg, err := json.Marshal(clusterkill.NodeConfig{ID: c.peers[i].ID, Dir: c.dirs[i], Peers: c.peers})
 	if err != nil {
 		return err
 	}
@@ -170,17 +157,17 @@ func (c *clusterNodes) start(i int) error {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			switch l := sc.Text(); {
-			case l == nodeServing:
+			case l == clusterkill.LineServing:
 				close(serving)
-			case l == nodeReady:
+			case l == clusterkill.LineReady:
 				close(p.ready)
-			case l == nodeLeader, l == nodeFollower:
-				p.leading.Store(l == nodeLeader)
+			case l == clusterkill.LineLeader, l == clusterkill.LineFollower:
+				p.leading.Store(l == clusterkill.LineLeader)
 				select {
 				case p.changed <- struct{}{}:
 				default:
 				}
-			case l == nodeTransferred, strings.HasPrefix(l, nodeTransferErr):
+			case l == transferOK, strings.HasPrefix(l, transferErr):
 				p.answers <- l
 			}
 		}
@@ -249,23 +236,30 @@ func (c *clusterNodes) kill(i int) error {
 	return nil
 }
 
+// A node's answers to clusterkill.ControlTransfer: done, or refused with
+// the error after transferErr.
+const (
+	transferOK  = clusterkill.LineControlOK + " " + clusterkill.ControlTransfer
+	transferErr = clusterkill.LineControlErr + " " + clusterkill.ControlTransfer
+)
+
 // transfer asks node i (the leader) to hand leadership on, and returns
 // once it answered.
 func (c *clusterNodes) transfer(i int) error {
 	p := c.proc(i)
-	if _, err := fmt.Fprintln(p.stdin, cmdTransfer); err != nil {
-		return fmt.Errorf("node %s: send %s: %w", c.peers[i].ID, cmdTransfer, err)
+	if _, err := fmt.Fprintln(p.stdin, clusterkill.ControlTransfer); err != nil {
+		return fmt.Errorf("node %s: send %s: %w", c.peers[i].ID, clusterkill.ControlTransfer, err)
 	}
 	select {
 	case a := <-p.answers:
-		if a != nodeTransferred {
+		if a != transferOK {
 			return fmt.Errorf("node %s: %s", c.peers[i].ID, a)
 		}
 		return nil
 	case <-p.done:
 		return fmt.Errorf("node %s exited during a transfer: %s", c.peers[i].ID, p.stderr)
 	case <-time.After(clusterGuard):
-		return fmt.Errorf("node %s: no answer to %s within %v", c.peers[i].ID, cmdTransfer, clusterGuard)
+		return fmt.Errorf("node %s: no answer to %s within %v", c.peers[i].ID, clusterkill.ControlTransfer, clusterGuard)
 	}
 }
 
