@@ -7,7 +7,11 @@
 // committed batch) while holding its commit-order lock, so the registry sees
 // registrations and mutations in one total order. Neither call blocks on a
 // session's Sink: both only append to in-memory queues, and one delivery
-// goroutine per session drains its queue into the Sink. An embedder without
+// goroutine per session drains its queue into the Sink. A Sink that is a
+// DirectSink (the wire dispatcher's, whose own writer goroutine sends what
+// it queues) gets a commit's updates from Publish itself, in one call per
+// session, when nothing of the session's is queued or being delivered:
+// one goroutine hand-off per session per commit instead of two. An embedder without
 // a control channel of its own can use [ChanSink], a bounded buffered
 // channel.
 //
@@ -21,9 +25,13 @@
 //     Tests: TestNoGapUnderConcurrentWrites, TestSequencesPerWatch, TestMatching, TestOtherPrefixGetsNothing.
 //  2. Order: a watch's Updates carry watch_sequence 1, 2, 3, ... with no
 //     hole, in commit order, and reach the Sink in that order. Messages of
-//     one session reach its Sink in enqueue order, from one goroutine.
-//     Code: Registry.Publish, Session.run.
-//     Tests: TestSequencesPerWatch, TestNoGapUnderConcurrentWrites, TestConcurrentChurn.
+//     one session reach its Sink in enqueue order, one call at a time:
+//     from its delivery goroutine, or, for a DirectSink, from Publish
+//     (OfferUpdates) only while the session has nothing queued or in
+//     delivery, Drain not asked for.
+//     Code: Registry.Publish, Registry.offerLocked, Session.idleLocked, Session.run.
+//     Tests: TestSequencesPerWatch, TestNoGapUnderConcurrentWrites, TestConcurrentChurn,
+//     TestDirectSinks, TestDirectSinkTakesACommitAtOnce, TestDirectSinkNothingAfterDrain.
 //  3. A Closed message is the last message a watch ever produces: once a
 //     watch is closed (overflow, ack timeout, authorization lost, snapshot
 //     delivery failure, store closed, restored, unavailable) nothing more is delivered
@@ -32,16 +40,20 @@
 //     Closed): it answers the client's WatchState request. Remove ends a
 //     watch silently (the client asked for it); Session.Close drops
 //     everything (nobody is listening).
-//     Code: Registry.closeLocked, Registry.unindexLocked, Registry.Remove, Session.Close, Session.run.
+//     An update a DirectSink refuses closes its watch with BufferOverflow,
+//     as one Deliver refuses does.
+//     Code: Registry.closeLocked, Registry.unindexLocked, Registry.Remove, Registry.offerLocked, Session.Close, Session.run.
 //     Tests: TestBufferOverflowBoundary, TestCloseKeepsQueuedSnapshot, TestCloseDropsQueued,
-//     TestSinkFailureOnSnapshot, TestSinkFailureOnUpdate, TestLimits, TestSessionClose, TestConcurrentChurn.
+//     TestSinkFailureOnSnapshot, TestSinkFailureOnUpdate, TestLimits, TestSessionClose, TestConcurrentChurn,
+//     TestDirectSinkRefusal.
 //  4. Bounded memory: a watch holds at most Limits.MaxUnacked updates that
 //     are enqueued but not acknowledged, and at most that many in its
 //     session's queue; the next one closes it with BufferOverflow. So a
 //     session's queue holds at most MaxUnacked updates + 1 Snapshot + 1
 //     Closed per watch.
-//     Code: Registry.Publish, watch.queued, Registry.Ack.
-//     Tests: TestBufferOverflowBoundary, TestAckFreesBuffer, TestQueueBoundedDespiteEarlyAcks, TestOlderAckKeepsBufferFreed.
+//     Code: Registry.Publish, watch.queued, Registry.Ack, Registry.offerLocked.
+//     Tests: TestBufferOverflowBoundary, TestAckFreesBuffer, TestQueueBoundedDespiteEarlyAcks, TestOlderAckKeepsBufferFreed,
+//     TestDirectSinkFreesTheQueue.
 //  5. Ack deadline: a watch whose oldest unacknowledged update was enqueued
 //     at least Limits.AckDeadline ago (by the injected clock) is closed with
 //     AckTimeout. One timer serves the whole registry.

@@ -3,7 +3,9 @@ package watch_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,12 +40,21 @@ func newSink() *recSink { return &recSink{ch: make(chan watch.Message, 1<<14)} }
 
 func (s *recSink) Deliver(m watch.Message) error {
 	s.mu.Lock()
-	fail, gate, entered := s.fail, s.gate, s.entered
+	gate, entered := s.gate, s.entered
 	s.mu.Unlock()
 	if gate != nil {
 		entered <- struct{}{}
 		<-gate
 	}
+	return s.offer(m)
+}
+
+// offer is Deliver without the gate: what a DirectSink's OfferUpdates
+// does, which must not block.
+func (s *recSink) offer(m watch.Message) error {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
 	if fail != nil {
 		if err := fail(m); err != nil {
 			return err
@@ -52,6 +63,31 @@ func (s *recSink) Deliver(m watch.Message) error {
 	s.ch <- m
 	return nil
 }
+
+// directSink makes a Sink a watch.DirectSink whose OfferUpdates hands the
+// updates to offer, in order, until one is refused, and counts its calls.
+type directSink struct {
+	watch.Sink
+	offer func(watch.Message) error
+	calls *atomic.Int64
+}
+
+func (d *directSink) OfferUpdates(us []*watch.Update) (int, error) {
+	d.calls.Add(1)
+	for i, u := range us {
+		if err := d.offer(u); err != nil {
+			return i, err
+		}
+	}
+	return len(us), nil
+}
+
+// directPrefix names the test that runs registry tests again with every
+// env session's sink a DirectSink (TestDirectSinks).
+const directPrefix = "TestDirectSinks/"
+
+// isDirect reports whether t runs under TestDirectSinks.
+func isDirect(t *testing.T) bool { return strings.HasPrefix(t.Name(), directPrefix) }
 
 // block makes the next Deliver calls wait until the returned release is
 // called; entered receives once per blocked call.
@@ -114,6 +150,10 @@ type env struct {
 	r       *watch.Registry
 	clk     *clock.Fake
 	barrier int
+	// direct: sessions get DirectSinks (under TestDirectSinks), whose
+	// calls count every OfferUpdates.
+	direct bool
+	calls  *atomic.Int64
 }
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -122,11 +162,14 @@ func newEnv(t *testing.T, l watch.Limits) *env {
 	clk := clock.NewFake(t0)
 	r := watch.NewRegistry(l, clk)
 	t.Cleanup(r.Stop)
-	return &env{t: t, r: r, clk: clk}
+	return &env{t: t, r: r, clk: clk, direct: isDirect(t), calls: new(atomic.Int64)}
 }
 
 func (e *env) session(principal string) (*watch.Session, *recSink) {
 	sink := newSink()
+	if e.direct {
+		return e.r.OpenSession(principal, &directSink{Sink: sink, offer: sink.offer, calls: e.calls}), sink
+	}
 	return e.r.OpenSession(principal, sink), sink
 }
 

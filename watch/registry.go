@@ -43,6 +43,11 @@ type Registry struct {
 	// early, and expire then re-arms it for the true earliest.
 	deadline time.Duration
 	scratch  []*watch
+	// offered lists the sessions whose updates the running Publish hands
+	// to their DirectSink at its end (offerLocked), and updates is that
+	// hand-off's scratch; both empty between calls.
+	offered []*Session
+	updates []*Update
 
 	ctr counters
 
@@ -101,6 +106,7 @@ func (r *Registry) now() time.Duration { return r.clk.Now().Sub(r.epoch) }
 func (r *Registry) OpenSession(principalID string, sink Sink) *Session {
 	s := &Session{r: r, principal: principalID, sink: sink, watches: make(map[string]*watch),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.direct, _ = sink.(DirectSink)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lastSID++
@@ -213,7 +219,9 @@ func (r *Registry) Ack(s *Session, watchID string, applied uint64) error {
 // (same namespace, key starting with the watch's prefix). The store calls it
 // under its commit-order lock after the batch is durable. It only appends
 // to session queues and wakes each touched session's goroutine (once per
-// session, however many updates); it never waits for a Sink. A watch that
+// session, however many updates), or, for an idle session with a
+// DirectSink, hands the session's updates to it in one OfferUpdates (see
+// offerLocked); it never waits for a Sink. A watch that
 // already holds MaxUnacked unacknowledged updates is closed with
 // BufferOverflow instead of receiving the next one.
 func (r *Registry) Publish(events []Event) {
@@ -225,6 +233,9 @@ func (r *Registry) Publish(events []Event) {
 	var now time.Duration
 	haveNow := false
 	bound := uint64(r.lim.MaxUnacked)
+	// Counted once per call: the counters are shared by every core.
+	var enqueued uint64
+	defer func() { r.ctr.enqueued.Add(enqueued) }()
 	for i := range events {
 		ev := &events[i]
 		ws := r.byNS[ev.Namespace]
@@ -266,11 +277,67 @@ func (r *Registry) Publish(events []Event) {
 			if ev.Kind == Put {
 				u.Entry = ev.Entry
 			}
+			enqueued++
 			w.queued.Add(1)
-			r.ctr.enqueued.Add(1)
+			if s := w.s; s.idleLocked() {
+				// Its goroutine stays asleep: offerLocked hands the
+				// session's share of the call to its DirectSink.
+				if !s.offered {
+					s.offered = true
+					r.offered = append(r.offered, s)
+				}
+				s.queue = append(s.queue, item{w: w, kind: itemUpdate, msg: u})
+				continue
+			}
 			w.s.push(item{w: w, kind: itemUpdate, msg: u})
 		}
 	}
+	for _, s := range r.offered {
+		r.offerLocked(s)
+	}
+	clear(r.offered)
+	r.offered = r.offered[:0]
+}
+
+// offerLocked hands the updates Publish queued for s, a session that was
+// idle (nothing queued or being delivered) and has a DirectSink, to the
+// sink in one OfferUpdates: one wake-up of the session's consumer for the
+// whole commit, and none of its delivery goroutine. What the sink refuses,
+// and whatever a closure queued behind the updates, is left in the queue
+// for the goroutine, which delivers it in order: the refused update's
+// watch is closed first (BufferOverflow), dropping its updates.
+func (r *Registry) offerLocked(s *Session) {
+	s.offered = false
+	us := r.updates[:0]
+	for _, it := range s.queue {
+		if it.kind != itemUpdate {
+			break
+		}
+		us = append(us, it.msg.(*Update))
+	}
+	n, err := s.direct.OfferUpdates(us)
+	clear(us)
+	r.updates = us[:0]
+	for _, it := range s.queue[:n] {
+		// Handed to the Sink: it no longer occupies the queue.
+		it.w.queued.Add(-1)
+	}
+	r.ctr.delivered.Add(uint64(n))
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
+	if n < len(us) {
+		it := s.queue[0]
+		r.closeLocked(it.w, BufferOverflow, refusedMessage(it.msg.(*Update), err))
+	}
+	if len(s.queue) > 0 {
+		s.signal()
+	}
+}
+
+// refusedMessage is the Closed message of a watch whose Sink refused u.
+func refusedMessage(u *Update, err error) string {
+	return fmt.Sprintf("update %d could not be queued on the control channel: %v", u.Sequence, err)
 }
 
 // CloseWhere closes, with a Closed message carrying reason, every open
@@ -422,8 +489,7 @@ func (r *Registry) deliveryFailed(it item, err error) {
 		r.closeLocked(it.w, SnapshotDeliveryFailed, fmt.Sprintf("snapshot could not be queued: %v", err))
 		return
 	}
-	r.closeLocked(it.w, BufferOverflow, fmt.Sprintf("update %d could not be queued on the control channel: %v",
-		it.msg.(*Update).Sequence, err))
+	r.closeLocked(it.w, BufferOverflow, refusedMessage(it.msg.(*Update), err))
 }
 
 // timerLoop keeps one clock timer armed for r.deadline. It re-arms when

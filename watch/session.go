@@ -9,11 +9,18 @@ type Session struct {
 	id        uint64
 	principal string
 	sink      Sink
+	direct    DirectSink // sink, when it is one
 
 	// Guarded by r.mu.
 	watches  map[string]*watch
 	queue    []item
 	draining bool // Stop: deliver what is queued, then exit
+	// busy: the delivery goroutine holds a batch swapped out of queue and
+	// may be inside Deliver, so an update must queue behind it.
+	busy bool
+	// offered: the running Publish queued an update for the DirectSink
+	// without waking the goroutine, and hands it over at its end.
+	offered bool
 
 	// closed is written under r.mu and read by the delivery goroutine
 	// without it, so that Close stops delivery between two messages.
@@ -98,6 +105,14 @@ func (s *Session) Drain() {
 	<-s.done
 }
 
+// idleLocked reports (r.mu held) whether an update may go straight to the
+// session's DirectSink: nothing of the session's is queued or being
+// delivered, so it cannot overtake an earlier message, and Drain has not
+// been asked for.
+func (s *Session) idleLocked() bool {
+	return s.offered || (s.direct != nil && len(s.queue) == 0 && !s.busy && !s.draining)
+}
+
 // push appends it to the queue (r.mu held) and wakes the goroutine if the
 // queue was empty: a non-empty queue already has a wake-up pending or a
 // goroutine about to look at it, so one Publish wakes a session once.
@@ -126,6 +141,7 @@ func (s *Session) run() {
 	var batch []item
 	for {
 		r.mu.Lock()
+		s.busy = false
 		clear(batch)
 		batch = batch[:0]
 		if s.closed.Load() || (s.draining && len(s.queue) == 0) {
@@ -138,6 +154,7 @@ func (s *Session) run() {
 			continue
 		}
 		batch, s.queue = s.queue, batch
+		s.busy = true
 		r.mu.Unlock()
 		for i, it := range batch {
 			if s.closed.Load() {

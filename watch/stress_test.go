@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,14 @@ type logSink struct {
 
 	mu  sync.Mutex
 	log []watch.Message
+}
+
+// record logs m, and nothing else: a DirectSink's OfferUpdates.
+func (l *logSink) record(m watch.Message) error {
+	l.mu.Lock()
+	l.log = append(l.log, m)
+	l.mu.Unlock()
+	return nil
 }
 
 func (l *logSink) Deliver(m watch.Message) error {
@@ -99,7 +108,13 @@ func TestNoGapUnderConcurrentWrites(t *testing.T) {
 	}()
 	for i := range sinks {
 		sinks[i] = &logSink{r: reg, ack: true, barrier: make(chan struct{}, 1)}
-		s := reg.OpenSession("p", sinks[i])
+		var sink watch.Sink = sinks[i]
+		if isDirect(t) {
+			// The offered updates stay unacknowledged (an ack would call
+			// the registry from under its lock): MaxUnacked is ample.
+			sink = &directSink{Sink: sinks[i], offer: sinks[i].record, calls: new(atomic.Int64)}
+		}
+		s := reg.OpenSession("p", sink)
 		sinks[i].mu.Lock()
 		sinks[i].s = s
 		sinks[i].mu.Unlock()
@@ -177,9 +192,23 @@ func TestNoGapUnderConcurrentWrites(t *testing.T) {
 // updates count 1, 2, 3, ... in it, and nothing but a new Snapshot follows
 // a Closed.
 type protoChecker struct {
-	t  *testing.T
-	mu sync.Mutex
-	st map[string]*incarnation
+	t      *testing.T
+	mu     sync.Mutex
+	st     map[string]*incarnation
+	offers int
+}
+
+// offer is the checker as a DirectSink's OfferUpdates, refusing every
+// fifth update, so that refusals close watches amid the churn too.
+func (c *protoChecker) offer(m watch.Message) error {
+	c.mu.Lock()
+	c.offers++
+	refuse := c.offers%5 == 0
+	c.mu.Unlock()
+	if refuse {
+		return errRefused
+	}
+	return c.Deliver(m)
 }
 
 type incarnation struct {
@@ -241,7 +270,11 @@ func TestConcurrentChurn(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			open := func() *watch.Session {
-				return reg.OpenSession(fmt.Sprint("p", g%2), &protoChecker{t: t, st: map[string]*incarnation{}})
+				c := &protoChecker{t: t, st: map[string]*incarnation{}}
+				if isDirect(t) {
+					return reg.OpenSession(fmt.Sprint("p", g%2), &directSink{Sink: c, offer: c.offer, calls: new(atomic.Int64)})
+				}
+				return reg.OpenSession(fmt.Sprint("p", g%2), c)
 			}
 			s := open()
 			for i := 0; i < 400; i++ {

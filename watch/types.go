@@ -139,6 +139,28 @@ type Sink interface {
 	Deliver(Message) error
 }
 
+// DirectSink is a Sink that can also take updates on the publishing
+// goroutine, while the registry's lock is held, so that a session whose
+// queue is empty and whose delivery goroutine is idle gets a commit's
+// updates without that goroutine's wake-up: for a wire session, whose own
+// writer goroutine sends them, that hand-off is pure cost. The registry
+// uses OfferUpdates only when nothing of the session's is queued or being
+// delivered, so the session's messages still reach the Sink in enqueue
+// order; everything else (snapshots, closures, updates behind them) goes
+// through Deliver as before.
+type DirectSink interface {
+	Sink
+	// OfferUpdates queues a prefix of us, in order, as Deliver would each
+	// of them, and returns its length: all of them, or those before the
+	// first it refused, with the refusal's error. It runs under the
+	// registry's lock (and the store's commit-order lock), once per
+	// session per Publish with every update the call made for the
+	// session: it must not block, and must not call the registry or the
+	// store. The refused update's watch is closed with BufferOverflow; the
+	// updates after it reach Deliver.
+	OfferUpdates(us []*Update) (int, error)
+}
+
 // Limits bound the registry. A zero or negative field takes its default
 // (those of quota.Default): MaxWatches 1024, MaxPerSession 16,
 // MaxPerPrincipal a quarter of MaxWatches, MaxUnacked 32, AckDeadline 30 s.

@@ -66,6 +66,28 @@ func AppendUpdate(b []byte, u *watch.Update) ([]byte, error) {
 	if err != nil {
 		return b, err
 	}
+	return appendUpdate(b, u, tail, n), nil
+}
+
+// AppendCheckedUpdate is AppendUpdate for an update that UpdateSize
+// accepted: its strings are not checked again, so a writer that sized the
+// update when it queued it pays for the checks once. An update UpdateSize
+// refused gets bytes that do not decode.
+func AppendCheckedUpdate(b []byte, u *watch.Update) []byte {
+	var tail []byte
+	n := 0
+	if u.Memo != nil {
+		// The Memo holds the first call's result: UpdateSize's, accepted.
+		tail, _ = u.Memo.Encoded(u, encodeUpdateTail)
+	} else {
+		n = updateTailSize(u)
+	}
+	return appendUpdate(b, u, tail, n)
+}
+
+// appendUpdate appends u's message around its shared part tail, or, when
+// tail is nil, around the n bytes appendUpdateTail writes.
+func appendUpdate(b []byte, u *watch.Update, tail []byte, n int) []byte {
 	if tail != nil {
 		n = len(tail)
 	}
@@ -74,9 +96,9 @@ func AppendUpdate(b []byte, u *watch.Update) ([]byte, error) {
 	b = appendString(b, fieldUpdateWatchID, u.WatchID)
 	b = appendUint(b, fieldUpdateSequence, u.Sequence)
 	if tail != nil {
-		return append(b, tail...), nil
+		return append(b, tail...)
 	}
-	return appendUpdateTail(b, u), nil
+	return appendUpdateTail(b, u)
 }
 
 // updateTail checks u's strings and returns the event's shared encoding

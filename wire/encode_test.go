@@ -21,7 +21,8 @@ func updateMessage(u *watch.Update) *pb.ServerMessage {
 }
 
 // checkEncoding asserts that AppendUpdate and UpdateSize of u, with and
-// without a Memo, are proto.Marshal's bytes and length, that the bytes
+// without a Memo, are proto.Marshal's bytes and length (AppendCheckedUpdate
+// after UpdateSize too), that the bytes
 // decode to the same message, and that AppendUpdate appends after what b
 // holds.
 func checkEncoding(t *testing.T, name string, u *watch.Update) {
@@ -44,6 +45,10 @@ func checkEncoding(t *testing.T, name string, u *watch.Update) {
 		n, err := UpdateSize(&v)
 		if err != nil || n != len(want) {
 			t.Fatalf("%s (memo %v): UpdateSize = %d, %v; encoded %d", name, memo != nil, n, err, len(want))
+		}
+		// Sized, so checked: AppendCheckedUpdate writes the same bytes.
+		if checked := AppendCheckedUpdate([]byte("prefix"), &v); !bytes.Equal(checked, got) {
+			t.Fatalf("%s (memo %v): AppendCheckedUpdate\n got %x\nwant %x", name, memo != nil, checked, got)
 		}
 		back := new(pb.ServerMessage)
 		if err := proto.Unmarshal(got[len("prefix"):], back); err != nil {

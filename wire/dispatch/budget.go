@@ -97,6 +97,21 @@ func (b *byteBudget) tryAcquire(o *outbox, n int64) bool {
 	return true
 }
 
+// tryAcquireEach counts, in order, the bytes of as many of qs as fit for
+// o, under one turn of the lock, and returns how many.
+func (b *byteBudget) tryAcquireEach(o *outbox, qs []queued) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, q := range qs {
+		if !b.fitsLocked(o, q.n) {
+			return i
+		}
+		o.bytes += q.n
+		b.used += q.n
+	}
+	return len(qs)
+}
+
 // force counts n bytes for o whether they fit or not.
 func (b *byteBudget) force(o *outbox, n int64) {
 	b.mu.Lock()

@@ -2,10 +2,14 @@ package dispatch
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/watch"
+	"github.com/keeppeek/statestore/wire"
+	"github.com/keeppeek/statestore/wire/framing"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 )
 
@@ -62,5 +66,70 @@ func TestOutboxBounds(t *testing.T) {
 	o.close(true)
 	if err := o.queue(m, nil); !errors.Is(err, errOutboxClosed) {
 		t.Fatalf("an answer after close: %v, want errOutboxClosed", err)
+	}
+}
+
+// offerUpdates takes the longest prefix there is room for, in the queue
+// and in the byte budget, in order, and says why it stopped; a closed
+// outbox takes nothing.
+func TestOfferUpdatesTakesAPrefix(t *testing.T) {
+	t.Parallel()
+	updates := func(n, keyBytes int) []*watch.Update {
+		us := make([]*watch.Update, n)
+		memo := new(watch.Memo)
+		key := "k" + strings.Repeat("k", keyBytes)
+		for i := range us {
+			us[i] = &watch.Update{WatchID: fmt.Sprint("w", i), Sequence: 1, Revision: 9, Kind: watch.Delete, Key: key, Memo: memo}
+		}
+		return us
+	}
+	size, err := wire.UpdateSize(updates(1, 0)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		limit, offers int
+		budget        int64 // the byte budget, over one session: its share
+		held          int64 // bytes the outbox already holds
+		closed        bool
+		keyBytes      int // each update over what remains of the share
+		want          int
+		wantErr       error
+	}{
+		{name: "all fit", limit: 8, offers: 5, budget: 1 << 20, want: 5},
+		{name: "queue limit", limit: 3, offers: 5, budget: 1 << 20, want: 3, wantErr: errOutboxFull},
+		{name: "byte budget", limit: 8, offers: 5, budget: minShare, held: minShare - 2*int64(size), want: 2, wantErr: errOutboxFull},
+		{name: "an empty outbox takes one over its share", limit: 8, offers: 2, budget: minShare, keyBytes: minShare, want: 1, wantErr: errOutboxFull},
+		{name: "closed", limit: 8, offers: 2, budget: 1 << 20, closed: true, want: 0, wantErr: errOutboxClosed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := newByteBudget(c.budget)
+			b.join()
+			o := newOutbox(c.limit, 2, b, func(*pb.ServerMessage) error { return nil }, func() {})
+			o.sendEncoded = func(framing.Encoded) error { return nil }
+			if c.held > 0 {
+				b.force(o, c.held)
+			}
+			if c.closed {
+				o.close(true)
+			}
+			us := updates(c.offers, c.keyBytes)
+			n, err := o.offerUpdates(us)
+			if n != c.want || !errors.Is(err, c.wantErr) {
+				t.Fatalf("offerUpdates took %d (%v), want %d (%v)", n, err, c.want, c.wantErr)
+			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.lenLocked() != n {
+				t.Fatalf("the outbox holds %d, want %d", o.lenLocked(), n)
+			}
+			for i := range n {
+				if q := o.q[o.head+i]; q.u != us[i] || q.n <= 0 {
+					t.Fatalf("queued %d is %+v, want update %d with its size", i, q, i)
+				}
+			}
+		})
 	}
 }

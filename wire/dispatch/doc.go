@@ -25,7 +25,10 @@
 //     StateStoreWatchClosed is its last message: the store's watch registry
 //     delivers them through this session's sink in that order, and the sink
 //     queues them on the one outbound queue in the order received.
-//     Code: sink.Deliver, outbox.run, outbox.accept, watch.Session.run.
+//     A commit's updates for a session with nothing queued in the registry
+//     are queued by the committing goroutine itself (sink.OfferUpdates,
+//     watch.DirectSink), so the writer is the one hand-off.
+//     Code: sink.Deliver, sink.OfferUpdates, outbox.run, outbox.accept, outbox.offerUpdates, watch.Session.run.
 //     Tests: TestScenario3WatchDuringWrites, TestStalledPeerIsBounded,
 //     TestScenario2LeaseExpiryReachesEveryWatcher, TestSequenceDiagram.
 //  3. Bounded memory against a stalled peer: the outbound queue holds at
@@ -34,8 +37,8 @@
 //     watch update that finds no room closes its watch with BUFFER_OVERFLOW,
 //     exactly like the store's own per-watch bound; snapshots and closures
 //     (at most a few per watch) use the margin.
-//     Code: outbox.accept, outbox.offer, outbox.force, Server.Serve.
-//     Tests: TestOutboxBounds, TestStalledPeerIsBounded.
+//     Code: outbox.accept, outbox.offer, outbox.offerUpdates, outbox.force, Server.Serve.
+//     Tests: TestOutboxBounds, TestOfferUpdatesTakesAPrefix, TestStalledPeerIsBounded.
 //  4. The session's watches are removed when it ends, for whatever reason.
 //     Code: Server.Serve, statestore.Session.Close.
 //     Tests: TestDisconnectRemovesTheSessionsWatches.
@@ -67,8 +70,9 @@
 //     and a watch update finding no room closes its watch with
 //     BUFFER_OVERFLOW. A session holding nothing always gets one message
 //     through, so stalled sessions never starve a bystander.
-//     Code: byteBudget.acquire, byteBudget.tryAcquire, byteBudget.waitUnder, byteBudget.leave, outbox.accept, outbox.offer, session.admit, session.read.
-//     Tests: TestByteBudgetAccounting, TestByteBudgetShareFollowsTheSessions, TestStalledSessionsStayWithinTheBudget.
+//     Code: byteBudget.acquire, byteBudget.tryAcquire, byteBudget.tryAcquireEach, byteBudget.waitUnder, byteBudget.leave, outbox.accept, outbox.offer, session.admit, session.read.
+//     Tests: TestByteBudgetAccounting, TestByteBudgetShareFollowsTheSessions, TestStalledSessionsStayWithinTheBudget,
+//     TestOfferUpdatesTakesAPrefix.
 //  9. Encoded once per commit: on a Conn that is an EncodedSender (the
 //     framing's, WebSocket's), a watch update is queued as the registry
 //     delivered it and sent in its wire form, the part its commit's
@@ -77,7 +81,7 @@
 //     UpdateMessage, and the outbox and the byte budget count exactly
 //     those bytes, as for the built message. Any other Conn, and an
 //     update that does not encode, get the built message.
-//     Code: outbox.offerUpdate, outbox.deliver, encodedUpdate.AppendTo, EncodedSender, Server.Serve.
+//     Code: outbox.offerUpdate, outbox.updateQueued, outbox.deliver, encodedUpdate.AppendTo, wire.AppendCheckedUpdate, EncodedSender, Server.Serve.
 //     Tests: TestEncodedUpdatesAreTheMessages, TestEncodedUpdatesDecodeAsTheMessages, wire.TestAppendUpdateIsProtoMarshal.
 //  10. One write for what queued: on a Conn that is a BatchSender (the
 //     framing's), the session's writer sends every message that queued up
@@ -139,7 +143,9 @@
 //     session at most, and takes the reading over at a later hand-off; a
 //     fresh goroutine per request would grow its stack to the store's
 //     depth each time. Spares end with the session.
-//   - the writer: sends what is queued, in order. An answer that finds the
+//   - the writer: sends what is queued, in order. Watch updates are queued
+//     by the registry's delivery goroutine, or, when the registry has
+//     nothing of the session's queued, by the committing goroutine. An answer that finds the
 //     queue empty and nobody sending is sent by its request's goroutine,
 //     saving a hand-off; the sending token keeps one sender at a time, so
 //     answers, snapshots, updates and closures still leave in the order

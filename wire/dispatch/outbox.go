@@ -60,6 +60,8 @@ type outbox struct {
 	// from the queue for one write, and their wire forms.
 	taken []queued
 	batch []framing.Encoded
+	// offerUpdates' scratch; the registry's lock serialises its calls.
+	offers []queued
 }
 
 // A batch of the writer's is bounded, so that one write holds neither an
@@ -79,17 +81,17 @@ type queued struct {
 }
 
 // deliver sends q on the connection.
-func (o *outbox) deliver(q queued) error {
+func (o *outbox) deliver(q *queued) error {
 	if q.u != nil {
-		return o.sendEncoded((*encodedUpdate)(q.u))
+		return o.sendEncoded((*encodedUpdate)(q))
 	}
 	return o.send(q.m)
 }
 
 // encoded is q's wire form, for a batch.
-func (q queued) encoded() framing.Encoded {
+func (q *queued) encoded() framing.Encoded {
 	if q.u != nil {
-		return (*encodedUpdate)(q.u)
+		return (*encodedUpdate)(q)
 	}
 	return framing.Message(q.m)
 }
@@ -103,10 +105,10 @@ func (o *outbox) deliverTaken() (int64, error) {
 		n += q.n
 	}
 	if len(o.taken) == 1 {
-		return n, o.deliver(o.taken[0])
+		return n, o.deliver(&o.taken[0])
 	}
-	for _, q := range o.taken {
-		o.batch = append(o.batch, q.encoded())
+	for i := range o.taken {
+		o.batch = append(o.batch, o.taken[i].encoded())
 	}
 	err := o.sendBatch(o.batch)
 	clear(o.batch)
@@ -114,21 +116,20 @@ func (o *outbox) deliverTaken() (int64, error) {
 	return n, err
 }
 
-// encodedUpdate is a watch update as the framing's Encoded: the bytes of
-// UpdateMessage(u), spliced from the watch's own fields and the encoding
-// its event's updates share (wire.AppendUpdate).
-type encodedUpdate watch.Update
+// encodedUpdate is a queued watch update as the framing's Encoded: the
+// bytes of UpdateMessage(u), spliced from the watch's own fields and the
+// encoding its event's updates share (wire.AppendCheckedUpdate). It points
+// at the writer's o.taken, which outlives the send: the Conns use an
+// Encoded only within the call.
+type encodedUpdate queued
 
-// Size is the encoding's length. offerUpdate checked that it encodes, so
-// the error is nil; were it not, AppendTo reports it.
-func (e *encodedUpdate) Size() int {
-	n, _ := wire.UpdateSize((*watch.Update)(e))
-	return n
-}
+// Size is the encoding's length, which updateQueued measured (and checked
+// that it encodes) when the update was queued, and the budget counts.
+func (e *encodedUpdate) Size() int { return int(e.n) }
 
 // AppendTo appends the encoding to b.
 func (e *encodedUpdate) AppendTo(b []byte) ([]byte, error) {
-	return wire.AppendUpdate(b, (*watch.Update)(e))
+	return wire.AppendCheckedUpdate(b, e.u), nil
 }
 
 func newOutbox(limit, margin int, b *byteBudget, send func(*pb.ServerMessage) error, onFail func()) *outbox {
@@ -145,14 +146,18 @@ func (o *outbox) pushLocked(m queued) {
 		// when done (sent).
 		o.ready.Signal()
 	}
+	o.compactLocked()
+	o.q = append(o.q, m)
+}
+
+// compactLocked reclaims the consumed front, so a queue that never quite
+// empties does not grow its slice without bound.
+func (o *outbox) compactLocked() {
 	if o.head > 0 && o.head >= len(o.q)/2 {
-		// Reclaim the consumed front, so a queue that never quite empties
-		// does not grow its slice without bound.
 		n := copy(o.q, o.q[o.head:])
 		clear(o.q[n:])
 		o.q, o.head = o.q[:n], 0
 	}
-	o.q = append(o.q, m)
 }
 
 // reply queues an answer, waiting for room, or sends it on the calling
@@ -243,15 +248,18 @@ func (o *outbox) sent(err error) {
 // budget counts the same bytes as for the message. Otherwise, or when it
 // does not encode (a string not UTF-8, which the message's send then
 // reports), it is queued as its message.
-func (o *outbox) offerUpdate(u *watch.Update) error {
-	if o.sendEncoded == nil {
-		return o.offer(UpdateMessage(u))
+func (o *outbox) offerUpdate(u *watch.Update) error { return o.offerQueued(o.updateQueued(u)) }
+
+// updateQueued is u as queued: encoded when the Conn can send it so, and
+// it encodes; else its message.
+func (o *outbox) updateQueued(u *watch.Update) queued {
+	if o.sendEncoded != nil {
+		if n, err := wire.UpdateSize(u); err == nil {
+			return queued{u: u, n: int64(n)}
+		}
 	}
-	n, err := wire.UpdateSize(u)
-	if err != nil {
-		return o.offer(UpdateMessage(u))
-	}
-	return o.offerQueued(queued{u: u, n: int64(n)})
+	m := UpdateMessage(u)
+	return queuedMsg(m, int64(proto.Size(m)))
 }
 
 // offer queues the watch update m as a message (offerQueued).
@@ -272,6 +280,44 @@ func (o *outbox) offerQueued(q queued) error {
 	}
 	o.pushLocked(q)
 	return nil
+}
+
+// offerUpdates queues the longest prefix of us there is room for, in the
+// queue and in the byte budget, with one turn of each lock and at most one
+// wake-up of the writer, and returns its length; the error says why the
+// next was refused.
+func (o *outbox) offerUpdates(us []*watch.Update) (int, error) {
+	if len(us) == 0 {
+		return 0, nil
+	}
+	// Sized (and the commit's shared part encoded) before the lock, so
+	// that the writer is not held up by it.
+	qs := o.offers[:0]
+	for _, u := range us {
+		qs = append(qs, o.updateQueued(u))
+	}
+	defer func() {
+		clear(qs)
+		o.offers = qs[:0]
+	}()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return 0, errOutboxClosed
+	}
+	room := min(len(qs), o.limit-o.lenLocked())
+	n := o.b.tryAcquireEach(o, qs[:max(room, 0)])
+	if n > 0 {
+		if o.lenLocked() == 0 && !o.sending {
+			o.ready.Signal()
+		}
+		o.compactLocked()
+		o.q = append(o.q, qs[:n]...)
+	}
+	if n < len(qs) {
+		return n, errOutboxFull
+	}
+	return n, nil
 }
 
 // force queues a snapshot or closure within the margin; queued is as for

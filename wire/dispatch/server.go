@@ -658,3 +658,9 @@ func (k sink) Deliver(m watch.Message) error {
 	}
 	return fmt.Errorf("dispatch: unknown watch message %T", m)
 }
+
+// OfferUpdates queues a commit's updates for the session from the
+// publishing goroutine (watch.DirectSink): the outbox's writer is the
+// session's one hand-off, and offerUpdates neither blocks nor calls the
+// registry or the store.
+func (k sink) OfferUpdates(us []*watch.Update) (int, error) { return k.ss.out.offerUpdates(us) }
