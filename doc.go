@@ -300,6 +300,14 @@
 //     Tests: TestClusterOneFdatasyncPerCommittedBatch, TestClusterRestartFollowerThenLeader,
 //     TestClusterRestartAllThree, TestClusterRestartAfterMembershipChangeWithoutSnapshots,
 //     TestClusterRefusesToOpen.
+//  17. A node's applied state never goes back: a raft snapshot at or below
+//     the index it applied (raft sends a follower whose log it could not
+//     match the leader's newest) is not restored, the entries raft replays
+//     after it are skipped, and no snapshot is taken until that replay is
+//     back at the applied index; so no watch re-snapshots at an older
+//     revision or receives an update twice.
+//     Code: fsm.Restore, fsm.restored, fsm.feed, fsm.Apply, fsm.Snapshot.
+//     Tests: TestFSMNeverGoesBack, TestClusterSnapshotInstallClosesWatches.
 //
 // # Full disk
 //

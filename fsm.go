@@ -107,12 +107,23 @@ type fsm struct {
 
 	mu      sync.Mutex
 	applied uint64        // raft index of the last entry applied
+	// fed is the raft index of the last entry (or snapshot) raft handed
+	// the state machine: below applied only while raft replays entries
+	// after a Restore that kept this node's newer state, when a snapshot
+	// raft took would be labelled with fed but hold applied (Snapshot
+	// refuses then).
+	fed     uint64
 	timeMs  int64         // the latest record time applied
 	changed chan struct{} // closed and replaced whenever applied moves
 }
 
 // Apply applies one committed entry.
 func (f *fsm) Apply(l *raft.Log) any {
+	if f.feed(l.Index) {
+		// Already applied: raft replays the entries after a snapshot
+		// Restore kept this node's newer state from (see Restore).
+		return nil
+	}
 	if l.Type != raft.LogCommand {
 		f.advance(l.Index, 0)
 		return nil
@@ -162,6 +173,25 @@ func (f *fsm) apply(index uint64, data []byte) (int64, error) {
 	return t, nil
 }
 
+// feed records that raft handed the entry at index to the state
+// machine, and reports whether it was applied already.
+func (f *fsm) feed(index uint64) (done bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fed = max(f.fed, index)
+	return index <= f.applied
+}
+
+// restored records that raft restored a snapshot of index, and reports
+// whether this node applied past it: raft's own applied index is then
+// the snapshot's, whatever came before.
+func (f *fsm) restored(index uint64) (behind bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fed = index
+	return index <= f.applied
+}
+
 // advance records that index was applied.
 func (f *fsm) advance(index uint64, timeMs int64) {
 	f.mu.Lock()
@@ -193,6 +223,14 @@ func (f *fsm) progress() (uint64, <-chan struct{}) {
 
 // Snapshot captures the published view: O(1), the view is immutable.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	fed, applied := f.fed, f.applied
+	f.mu.Unlock()
+	if fed < applied {
+		// Raft would label the image with fed: retried at its next
+		// snapshot interval, once the replay reached applied.
+		return nil, fmt.Errorf("state store: no snapshot while raft replays entries up to %d this node applied (at %d)", applied, fed)
+	}
 	v, idx := f.s.home.snapshot()
 	sn := &fsmSnapshot{v: v, index: idx, timeMs: f.lastTime()}
 	if c := f.s.cluster; c != nil {
@@ -202,12 +240,24 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore replaces the state with a snapshot (a checkpoint image), checked
-// as a backup is, and closes every watch on this node with RESTORED.
+// as a backup is, and closes every watch on this node with RESTORED. A
+// snapshot at or below the index this node has applied is not restored:
+// raft sends a follower whose log it could not match the leader's newest
+// snapshot, which may be older than what the follower applied (a node
+// whose log raft walked back to the leader's first entry); both are
+// committed state, the node's the longer, so going back to the snapshot
+// would only re-deliver to its watches, after a re-snapshot at an older
+// revision, updates they already had. Apply then skips the entries raft
+// replays up to the applied index.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	hdr, v, err := f.s.chk.DecodeBackup(rc)
 	if err != nil {
 		return fmt.Errorf("raft snapshot: %w", err)
+	}
+	if f.restored(hdr.Index) {
+		f.s.log.Info("state store: raft snapshot not restored: this node applied past it", "snapshot", hdr.Index, "applied", f.appliedIndex())
+		return nil
 	}
 	// Counted before the watches learn of it (replace closes them).
 	if c := f.s.cluster; c != nil && c.prog.live.Load() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/replica"
+	"github.com/keeppeek/statestore/watch"
 )
 
 // TestEntryCodec: a raft entry round-trips its records, and every kind of
@@ -167,5 +169,103 @@ func TestFSMRefusesABadEntryOnEveryNode(t *testing.T) {
 		if err != nil || got.Revision != e2.Revision {
 			t.Fatalf("%s reads %+v, %v", s.Cluster().NodeID(), got, err)
 		}
+	}
+}
+
+// memSink is a raft.SnapshotSink into memory.
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+func (*memSink) Close() error  { return nil }
+
+// msgSink hands every watch message to a channel.
+type msgSink chan watch.Message
+
+func (c msgSink) Deliver(m watch.Message) error { c <- m; return nil }
+
+// TestFSMNeverGoesBack: raft may give a follower a snapshot older than
+// what the follower applied (the leader's newest, when the follower's log
+// could not be matched) and then replay the entries after it. The state
+// machine keeps its newer state (no RESTORED closure, no re-snapshot at an
+// older revision, no update delivered twice: the nemesis saw a watcher get
+// an EXPIRE twice that way), skips the replayed entries, and takes no
+// snapshot until raft's replay is back at what it applied (raft would
+// label the image with the older index). A newer snapshot is restored
+// (TestClusterSnapshotInstallClosesWatches).
+func TestFSMNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	network, lb := replica.NewInmemNetwork(), replica.NewLoopback()
+	peers := []Peer{{ID: "a", RaftAddr: "raft-a", RPCAddr: "rpc-a"}}
+	s, err := OpenCluster(Options{Dir: t.TempDir()}, ClusterOptions{NodeID: "a", RaftAddr: "raft-a", RPCAddr: "rpc-a",
+		Peers: peers, Transport: network.Transport("raft-a"), Loopback: lb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	<-s.Cluster().Ready()
+	p := Principal{ID: "ops", Admin: true}
+	doc := []byte(`{"role":"subscribe","desired":true,"source_id":"cam-1","media_kind":"video","priority":1}`)
+	put := func() Entry {
+		t.Helper()
+		e, err := s.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	f := s.cluster.fsm
+	image := func() []byte {
+		t.Helper()
+		sn, err := f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sink memSink
+		if err := sn.Persist(&sink); err != nil {
+			t.Fatal(err)
+		}
+		return sink.Bytes()
+	}
+	put()
+	old := image()
+	put()
+	e3 := put()
+	applied := f.appliedIndex()
+	var replay raft.Log
+	if err := s.cluster.logs.GetLog(applied, &replay); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make(msgSink, 64)
+	ss, err := s.OpenSession(p, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Watch(context.Background(), ss, WatchRequest{WatchID: "w", Namespace: "group/g"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := (<-msgs).(*watch.Snapshot); !ok || m.SnapshotRevision != e3.Revision {
+		t.Fatalf("watch snapshot %#v, want revision %d", m, e3.Revision)
+	}
+
+	if err := f.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Snapshot(); err == nil {
+		t.Fatal("a snapshot while raft replays below the applied index: raft would label it with the older index")
+	}
+	if r := f.Apply(&replay); r != nil {
+		t.Fatalf("the replayed entry %d: %v", replay.Index, r)
+	}
+	if got, err := s.Get(StaleOK(context.Background()), p, "group/g", "k"); err != nil || got.Revision != e3.Revision {
+		t.Fatalf("after the older snapshot and the replay: %+v, %v; want revision %d", got, err, e3.Revision)
+	}
+	if _, err := f.Snapshot(); err != nil {
+		t.Fatalf("a snapshot once the replay reached the applied index: %v", err)
+	}
+	e4 := put()
+	// The next message is e4's update: nothing closed, nothing twice.
+	if u, ok := (<-msgs).(*watch.Update); !ok || u.Revision != e4.Revision {
+		t.Fatalf("after the older snapshot the watch got %#v, want the update at %d", u, e4.Revision)
 	}
 }
