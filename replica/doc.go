@@ -146,7 +146,7 @@
 //     failed after is an unknown outcome. Messages are bounded both ways.
 //     Raft and peer calls run over TLS when configured.
 //     Code: TCPCaller.Call, NotSentError, MaxMessage, newNetworkTransport, NewStreamTransport, ServeRPC.
-//     Tests: TestRPCOverTCP, TestRPCBounds, TestNetworkTransportDoesNotPipeline, statestore.TestClusterOverTCP.
+//     Tests: TestRPCOverTCP, TestRPCBounds, statestore.TestClusterOverTCP.
 //  7. A node that heard from no leader for its bound closes its watches
 //     UNAVAILABLE and refuses writes, linearizable reads and new watches
 //     until it hears one; stale reads go on.
@@ -179,4 +179,11 @@
 //     Tests: statestore.TestClusterStats, statestore.TestClusterStatsFollowerCutOffFromRaft,
 //     statestore.TestClusterSnapshotInstallClosesWatches,
 //     statestore.TestClusterRestartAllThree.
+//  11. Raft replicates pipelined, and a leader that loses its term on a
+//     pipelined answer still stops: the answer raft's decoder stops on
+//     closes the transport's pipeline, so no send waits for a decoder
+//     that will never read again, and Shutdown returns.
+//     Code: Transport.AppendEntriesPipeline, relayPipeline.relay, MaxRPCsInFlight.
+//     Tests: TestPipelineSendAfterStaleTermFails, TestLeaderLosingTermOnPipelineShutsDown,
+//     statestore.TestClusterOverTCP.
 package replica

@@ -160,7 +160,7 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 		HeartbeatTimeout: HeartbeatTimeout, ElectionTimeout: ElectionTimeout, LeaderLeaseTimeout: LeaderLeaseTimeout,
 		SnapshotThreshold: SnapshotThreshold, TrailingLogs: TrailingLogs,
 	}
-	var trans *raft.NetworkTransport
+	var trans *replica.Transport
 	if cfg.RaftDial != nil {
 		ln, err := net.Listen("tcp", self.RaftAddr)
 		if err != nil {
