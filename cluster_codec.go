@@ -288,3 +288,54 @@ func decodeAnswer(body []byte) (fwdResponse, error) {
 	}
 	return resp, r.done()
 }
+
+// A batch of forwarded writes: what a follower's queue holds when it
+// sends (forwarder), in one call, so that the leader's group commit gets
+// them together and each costs no peer connection of its own. Request:
+// fwdBatch, the count (uvarint), then each request's binary form as
+// bytes (a uvarint length and the body). Answer: fwdBatch, the count,
+// then each answer's binary form as bytes, in the requests' order.
+const fwdBatch = 0xB2
+
+// isBatchForward reports whether body is a batch of forwarded calls or
+// its answer.
+func isBatchForward(body []byte) bool { return len(body) > 0 && body[0] == fwdBatch }
+
+// encodeBatch is the batch of the binary forms in bodies.
+func encodeBatch(bodies [][]byte) []byte {
+	n := 1 + binary.MaxVarintLen64
+	for _, b := range bodies {
+		n += binary.MaxVarintLen64 + len(b)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, fwdBatch)
+	b = binary.AppendUvarint(b, uint64(len(bodies)))
+	for _, p := range bodies {
+		b = appendFwdBytes(b, p)
+	}
+	return b
+}
+
+// decodeBatch returns the bodies of a batch (what = "request" or
+// "answer"), aliasing body: each is decoded by decodeForward or
+// decodeAnswer, which copy what they keep.
+func decodeBatch(what string, body []byte) ([][]byte, error) {
+	r := &fwdReader{what: what, b: body}
+	if r.byte("form") != fwdBatch {
+		r.fail("form", "not a batch")
+	}
+	n := r.uvarint("count")
+	// Every body takes at least its length's byte.
+	if r.err == nil && n > uint64(len(body)-r.off) {
+		r.fail("count", fmt.Sprintf("%d bodies in %d bytes", n, len(body)-r.off))
+	}
+	var out [][]byte
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		p := r.raw(fmt.Sprintf("body[%d]", i))
+		out = append(out, p)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
