@@ -280,7 +280,6 @@ type clusterNode struct {
 	rpcMu      sync.Mutex
 	rpcs       map[string]string // node ID -> RPC address
 	caller     replica.Caller
-	fwd        forwarder // the writes forwarded to the leader (cluster_forward.go)
 	unregister func()
 	wait       time.Duration // how long a call waits for a leader: two election timeouts
 
@@ -479,11 +478,7 @@ func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), re
 				return e, err
 			}
 		} else if id, _ := c.node.Leader(); id != "" && id != c.self && !isForwarded(ctx) {
-			forward := c.forward
-			if req.Verb == verbPut || req.Verb == verbDelete {
-				forward = c.forwardWrite
-			}
-			resp, sent, err := forward(ctx, id, req)
+			resp, sent, err := c.forward(ctx, id, req)
 			switch {
 			case err != nil && sent:
 				return Entry{}, err

@@ -136,39 +136,3 @@ func FuzzForwardDecode(f *testing.F) {
 		}
 	})
 }
-
-// TestForwardBatchCodec: a batch's bodies come back as they went, in
-// order (none, one, several, an empty body among them), and a damaged
-// batch is refused naming the field and the byte offset.
-func TestForwardBatchCodec(t *testing.T) {
-	t.Parallel()
-	for _, bodies := range [][][]byte{nil, {[]byte("a")}, {[]byte("first"), {}, []byte("third")}} {
-		got, err := decodeBatch("request", encodeBatch(bodies))
-		if err != nil || len(got) != len(bodies) {
-			t.Fatalf("%q: decoded %q, %v", bodies, got, err)
-		}
-		for i := range bodies {
-			if string(got[i]) != string(bodies[i]) {
-				t.Fatalf("%q: body %d decoded %q", bodies, i, got[i])
-			}
-		}
-	}
-	good := encodeBatch([][]byte{[]byte("ab"), []byte("c")})
-	for _, tc := range []struct {
-		name, field string
-		body        []byte
-		offset      int
-	}{
-		{"single form", "form", encodeForward(&fwdRequest{Verb: verbPut}), 1},
-		{"empty", "form", nil, 0},
-		{"count beyond the bytes", "count", []byte{fwdBatch, 9, 0}, 2},
-		{"cut in a body", "body[1]", good[:len(good)-1], 6},
-		{"bytes after", "end", append(append([]byte(nil), good...), 0), len(good)},
-	} {
-		_, err := decodeBatch("answer", tc.body)
-		var de *ForwardDecodeError
-		if !errors.As(err, &de) || de.What != "answer" || de.Field != tc.field || de.Offset != tc.offset {
-			t.Fatalf("%s: %v, want a ForwardDecodeError at %s, byte %d", tc.name, err, tc.field, tc.offset)
-		}
-	}
-}

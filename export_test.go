@@ -33,26 +33,3 @@ func JournalAfterImage(s *Store) int64 { return s.ckpt.journalAfterImage() }
 // DecodeEntry decodes the records of the store's raft entry at index, so
 // a test can read a cluster's commit order from its raft log.
 var DecodeEntry = decodeEntry
-
-// ForwardPending is how many writes s, a follower, holds for its leader:
-// queued, or in calls not yet answered.
-func ForwardPending(s *Store) int {
-	f := &s.cluster.fwd
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, q := range f.queues {
-		n += len(q.waiting) + q.calling
-	}
-	return n
-}
-
-// ForwardCalls is how many calls carrying writes s made to its leader,
-// and how many writes they carried.
-func ForwardCalls(s *Store) (calls, writes uint64) {
-	return s.cluster.fwd.calls.Load(), s.cluster.fwd.writes.Load()
-}
-
-// ForwardInFlight bounds the calls with writes a follower has in flight
-// to its leader.
-const ForwardInFlight = fwdInFlight

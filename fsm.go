@@ -17,6 +17,7 @@ import (
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/replica"
 )
 
 // A raft entry of the store is one group-commit batch: entryMagic, the
@@ -416,14 +417,22 @@ func fwdPrincipalOf(p Principal) fwdPrincipal {
 // forward sends req to the leader id. sent reports whether it may have
 // reached the leader: a failure after that leaves the outcome unknown.
 func (c *clusterNode) forward(ctx context.Context, id string, req *fwdRequest) (resp fwdResponse, sent bool, err error) {
-	return c.forwardBody(ctx, id, req.Verb, encodeForward(req))
-}
-
-// forwardBody is forward for a request already in its binary form.
-func (c *clusterNode) forwardBody(ctx context.Context, id, verb string, body []byte) (resp fwdResponse, sent bool, err error) {
-	out, sent, err := c.callLeader(ctx, id, verb, body)
+	c.rpcMu.Lock()
+	addr, ok := c.rpcs[id]
+	c.rpcMu.Unlock()
+	if !ok {
+		return resp, false, newErr(Unavailable, "leader", "the leader %q has no known RPC address", id)
+	}
+	out, err := c.caller.Call(ctx, addr, encodeForward(req))
 	if err != nil {
-		return resp, sent, err
+		var ne *replica.NotSentError
+		if errors.As(err, &ne) || errors.Is(err, replica.ErrNoPeer) {
+			return resp, false, wrapErr(Unavailable, "leader", err)
+		}
+		if req.Verb == verbReadIndex {
+			return resp, false, wrapErr(Unavailable, "leader", err)
+		}
+		return resp, true, &Error{Code: Unavailable, Field: "commit", Message: fmt.Sprintf("the call forwarded to the leader %q failed after it was sent: the outcome is unknown (%v)", id, err), Err: err}
 	}
 	if resp, err = decodeAnswer(out); err != nil {
 		return resp, true, &Error{Code: Unavailable, Field: "commit", Message: fmt.Sprintf("the leader %q answered what does not decode: the outcome is unknown (%v)", id, err), Err: err}
@@ -433,9 +442,6 @@ func (c *clusterNode) forwardBody(ctx context.Context, id, verb string, body []b
 
 // handle serves a forwarded call at the leader.
 func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
-	if isBatchForward(body) {
-		return c.handleBatch(ctx, body)
-	}
 	var req fwdRequest
 	binaryForm := isBinaryForward(body)
 	if binaryForm {
@@ -461,43 +467,6 @@ func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 		}
 		return json.Marshal(c.answerProgress())
 	}
-	resp := c.serveForwarded(ctx, &req)
-	if binaryForm {
-		return encodeAnswer(&resp), nil
-	}
-	return json.Marshal(&resp)
-}
-
-// handleBatch serves a batch of forwarded writes at the leader, each as
-// if it came alone and all at once, so they commit in the same group
-// commit rounds as the leader's own concurrent writes; the answers go
-// back in the requests' order.
-func (c *clusterNode) handleBatch(ctx context.Context, body []byte) ([]byte, error) {
-	bodies, err := decodeBatch("request", body)
-	if err != nil {
-		return nil, err
-	}
-	reqs := make([]fwdRequest, len(bodies))
-	for i, b := range bodies {
-		if reqs[i], err = decodeForward(b); err != nil {
-			return nil, fmt.Errorf("forwarded batch, request %d of %d: %w", i, len(bodies), err)
-		}
-	}
-	answers := make([][]byte, len(reqs))
-	var wg sync.WaitGroup
-	for i := range reqs {
-		wg.Go(func() {
-			resp := c.serveForwarded(ctx, &reqs[i])
-			answers[i] = encodeAnswer(&resp)
-		})
-	}
-	wg.Wait()
-	return encodeBatch(answers), nil
-}
-
-// serveForwarded answers one forwarded call (a write, an EXPIRE, a read
-// index) at this node, which serves it here or refuses it as not applied.
-func (c *clusterNode) serveForwarded(ctx context.Context, req *fwdRequest) fwdResponse {
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	s := c.s
 	p := principalOf(req.Principal)
@@ -553,5 +522,8 @@ func (c *clusterNode) serveForwarded(ctx context.Context, req *fwdRequest) fwdRe
 	if req.Verb != verbReadIndex {
 		resp.Index = c.fsm.appliedIndex()
 	}
-	return resp
+	if binaryForm {
+		return encodeAnswer(&resp), nil
+	}
+	return json.Marshal(&resp)
 }

@@ -54,14 +54,6 @@ func (l *Loopback) Register(addr string, h Handler) {
 	l.handlers[addr] = h
 }
 
-// Handler returns the handler registered at addr, nil when none is: a
-// test wraps it to hold or watch a node's peer calls.
-func (l *Loopback) Handler(addr string) Handler {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.handlers[addr]
-}
-
 // Call runs the handler registered at addr in the calling goroutine.
 func (l *Loopback) Call(ctx context.Context, addr string, req []byte) ([]byte, error) {
 	l.mu.Lock()
