@@ -149,7 +149,7 @@
 //     and not once its peer closed it.
 //     Code: TCPCaller.Call, TCPCaller.get, TCPCaller.put, NotSentError, MaxMessage, newNetworkTransport, NewStreamTransport, ServeRPC.
 //     Tests: TestRPCOverTCP, TestRPCBounds, TestRPCKeepsConnections, TestRPCKeepsTLSConnections,
-//     TestNetworkTransportDoesNotPipeline, statestore.TestClusterOverTCP.
+//     statestore.TestClusterOverTCP.
 //  7. A node that heard from no leader for its bound closes its watches
 //     UNAVAILABLE and refuses writes, linearizable reads and new watches
 //     until it hears one; stale reads go on.
@@ -182,4 +182,11 @@
 //     Tests: statestore.TestClusterStats, statestore.TestClusterStatsFollowerCutOffFromRaft,
 //     statestore.TestClusterSnapshotInstallClosesWatches,
 //     statestore.TestClusterRestartAllThree.
+//  11. Raft replicates pipelined, and a leader that loses its term on a
+//     pipelined answer still stops: the answer raft's decoder stops on
+//     closes the transport's pipeline, so no send waits for a decoder
+//     that will never read again, and Shutdown returns.
+//     Code: Transport.AppendEntriesPipeline, relayPipeline.relay, MaxRPCsInFlight.
+//     Tests: TestPipelineSendAfterStaleTermFails, TestLeaderLosingTermOnPipelineShutsDown,
+//     statestore.TestClusterOverTCP.
 package replica

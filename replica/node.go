@@ -368,47 +368,39 @@ func (n *Node) closeTransport() error {
 }
 
 // newNetworkTransport is raft's TCP transport on addr, over mutual TLS
-// when tc is set, without pipelined replication (MaxRPCsInFlight 1). With
-// raft v1.8.0's pipeline, a leader that lost its term could leave a
-// replication goroutine blocked handing a request to the pipeline's
-// response decoder after that decoder had already returned on raft's stop
-// signal; nothing closed the pipeline, so Store.Close waited in raft's
-// Shutdown for ever (seen under -race in TestClusterOverTCP/tls). Each
-// follower applies its AppendEntries in order on one connection and
-// fdatasyncs each batch, so the overlap pipelining buys is one loopback
-// round trip beside that fdatasync.
-func newNetworkTransport(addr string, tc *tls.Config) (*raft.NetworkTransport, error) {
+// when tc is set, with pipelined replication (Transport says how its
+// pipeline leaves raft's Shutdown free to return).
+func newNetworkTransport(addr string, tc *tls.Config) (*Transport, error) {
 	conf := transportConfig()
 	if tc == nil {
 		t, err := raft.NewTCPTransportWithConfig(addr, nil, conf)
 		if err != nil {
 			return nil, fmt.Errorf("replica transport on %s: %w", addr, err)
 		}
-		return t, nil
+		return &Transport{t}, nil
 	}
 	ln, err := tls.Listen("tcp", addr, tc)
 	if err != nil {
 		return nil, fmt.Errorf("replica TLS transport on %s: %w", addr, err)
 	}
 	conf.Stream = &tlsStream{ln: ln, tc: tc}
-	return raft.NewNetworkTransportWithConfig(conf), nil
+	return &Transport{raft.NewNetworkTransportWithConfig(conf)}, nil
 }
 
-// transportConfig is every NetworkTransport's configuration, without
-// pipelined replication (newNetworkTransport says why).
+// transportConfig is every Transport's configuration.
 func transportConfig() *raft.NetworkTransportConfig {
-	return &raft.NetworkTransportConfig{MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hclog.NewNullLogger()}
+	return &raft.NetworkTransportConfig{MaxPool: 3, MaxRPCsInFlight: MaxRPCsInFlight, Timeout: 10 * time.Second, Logger: hclog.NewNullLogger()}
 }
 
 // NewStreamTransport is raft's network transport over stream, configured
-// as the one Start makes on a TCP address (no pipelined replication), for
-// a test that routes a node's raft traffic itself (internal/nemesis's
-// fault proxies): pass it as Config.Transport, and close it after the
-// node's Shutdown, which leaves a given transport open.
-func NewStreamTransport(stream raft.StreamLayer) *raft.NetworkTransport {
+// as the one Start makes on a TCP address (pipelined, as Transport makes
+// safe), for a test that routes a node's raft traffic itself
+// (internal/clusterkill's dial map): pass it as Config.Transport, and
+// close it after the node's Shutdown, which leaves a given transport open.
+func NewStreamTransport(stream raft.StreamLayer) *Transport {
 	conf := transportConfig()
 	conf.Stream = stream
-	return raft.NewNetworkTransportWithConfig(conf)
+	return &Transport{raft.NewNetworkTransportWithConfig(conf)}
 }
 
 // tlsStream is a raft.StreamLayer over mutual TLS.

@@ -148,33 +148,6 @@ func TestConfigRefusals(t *testing.T) {
 	}
 }
 
-// TestNetworkTransportDoesNotPipeline: raft's pipelined replication could
-// leave Shutdown waiting for ever (newNetworkTransport's comment), so the
-// TCP transport, with or without TLS, answers a pipeline request with
-// raft.ErrPipelineReplicationNotSupported and raft replicates one
-// AppendEntries at a time.
-func TestNetworkTransportDoesNotPipeline(t *testing.T) {
-	t.Parallel()
-	nt, err := newNetworkTransport("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nt.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// NewStreamTransport, a test's own stream layer under the same
-	// configuration, does not pipeline either.
-	st := NewStreamTransport(&plainStream{ln})
-	defer st.Close()
-	for _, tr := range []*raft.NetworkTransport{nt, st} {
-		if _, err := tr.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
-			t.Fatalf("AppendEntriesPipeline = %v, want ErrPipelineReplicationNotSupported", err)
-		}
-	}
-}
-
 // plainStream is a raft.StreamLayer over plain TCP.
 type plainStream struct{ ln net.Listener }
 

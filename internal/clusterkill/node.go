@@ -182,7 +182,7 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 		co.HeartbeatTimeout, co.ElectionTimeout, co.LeaderLeaseTimeout = HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout
 		co.SnapshotThreshold, co.TrailingLogs = SnapshotThreshold, TrailingLogs
 	}
-	var trans *raft.NetworkTransport
+	var trans *replica.Transport
 	if cfg.RaftDial != nil {
 		ln, err := net.Listen("tcp", self.RaftAddr)
 		if err != nil {

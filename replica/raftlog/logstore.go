@@ -129,7 +129,8 @@ type LogStore struct {
 	// StoreLogs' fdatasync. Any deletion empties it.
 	rmu         sync.RWMutex
 	recent      []*raft.Log
-	recentBytes int // the data and extensions recent holds, at most recentMaxBytes
+	recentBytes int    // the data and extensions recent holds, at most recentMaxBytes
+	recentLow   uint64 // no entry below it is held: where eviction resumes
 }
 
 // recentEntries is the length of LogStore.recent: more than raft sends a
@@ -139,7 +140,9 @@ const recentEntries = 512
 
 // recentMaxBytes bounds what recent holds: an entry is a store batch, up
 // to a writer's document per writer, so 512 of them could hold hundreds of
-// megabytes. An entry that would pass the bound is read from the journal.
+// megabytes. Past the bound the oldest entries held make room for the
+// newest (which replication reads back at once); older ones, and an entry
+// larger than the bound, are read from the journal.
 const recentMaxBytes = 8 << 20
 
 func logBytes(l *raft.Log) int { return len(l.Data) + len(l.Extensions) }
@@ -465,10 +468,22 @@ func (s *LogStore) remember(logs []*raft.Log) {
 			s.recentBytes -= logBytes(*slot)
 			*slot = nil
 		}
-		if n := logBytes(l); s.recentBytes+n <= recentMaxBytes {
-			*slot = l
-			s.recentBytes += n
+		n := logBytes(l)
+		if n > recentMaxBytes {
+			continue
 		}
+		// Over the bound the oldest entries leave, not the newest:
+		// replication reads back what was stored last.
+		s.recentLow = max(s.recentLow, l.Index-min(l.Index, uint64(len(s.recent))-1))
+		for ; s.recentBytes+n > recentMaxBytes && s.recentLow < l.Index; s.recentLow++ {
+			old := &s.recent[s.recentLow%uint64(len(s.recent))]
+			if *old != nil && (*old).Index == s.recentLow {
+				s.recentBytes -= logBytes(*old)
+				*old = nil
+			}
+		}
+		*slot = l
+		s.recentBytes += n
 	}
 }
 
@@ -476,7 +491,7 @@ func (s *LogStore) remember(logs []*raft.Log) {
 func (s *LogStore) forget() {
 	s.rmu.Lock()
 	clear(s.recent)
-	s.recentBytes = 0
+	s.recentBytes, s.recentLow = 0, 0
 	s.rmu.Unlock()
 }
 

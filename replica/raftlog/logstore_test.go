@@ -678,8 +678,9 @@ func TestDeleteAllAfterARestoreKeepsWhatIsAbove(t *testing.T) {
 }
 
 // TestRecentEntriesAreBoundedInBytes: what the log holds in memory of its
-// newest entries stays within recentMaxBytes however large they are, and
-// every entry still reads back (from the journal when not held).
+// newest entries stays within recentMaxBytes however large they are, the
+// newest ones are what it holds, and every entry still reads back (from
+// the journal when not held).
 func TestRecentEntriesAreBoundedInBytes(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, filepath.Join(t.TempDir(), "raft"), Options{})
@@ -693,6 +694,16 @@ func TestRecentEntriesAreBoundedInBytes(t *testing.T) {
 		if s.recentBytes > recentMaxBytes {
 			t.Fatalf("after entry %d memory holds %d bytes of entries, the bound is %d", i, s.recentBytes, recentMaxBytes)
 		}
+		// The newest entry is held (replication reads it back at once),
+		// and with it as many of the ones before as the bound allows.
+		s.rmu.RLock()
+		for j := uint64(0); j < min(i, recentMaxBytes/uint64(len(big))); j++ {
+			if l := s.recent[(i-j)%uint64(len(s.recent))]; l == nil || l.Index != i-j {
+				s.rmu.RUnlock()
+				t.Fatalf("after entry %d memory does not hold entry %d", i, i-j)
+			}
+		}
+		s.rmu.RUnlock()
 	}
 	for i := uint64(1); i <= 20; i++ {
 		var l raft.Log
