@@ -106,7 +106,7 @@ type fsm struct {
 	s *Store
 
 	mu      sync.Mutex
-	applied uint64        // raft index of the last entry applied
+	applied uint64 // raft index of the last entry applied
 	// fed is the raft index of the last entry (or snapshot) raft handed
 	// the state machine: below applied only while raft replays entries
 	// after a Restore that kept this node's newer state, when a snapshot

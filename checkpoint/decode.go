@@ -8,8 +8,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/keeppeek/statestore/materialize"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/keeppeek/statestore/materialize"
 )
 
 // maxWindow is the largest zstd window Decode accepts. Our encoder uses

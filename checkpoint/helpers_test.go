@@ -9,10 +9,11 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/klauspost/compress/zstd"
 )
 
 // testLimits are the store's per-field defaults with room for the test

@@ -38,6 +38,7 @@ import (
 	"strings"
 
 	"github.com/google/btree"
+
 	"github.com/keeppeek/statestore/journal"
 )
 

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/testdoc"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/schema"
-	"golang.org/x/sys/unix"
 )
 
 // buildJournal writes a valid journal of n records into dir's store

@@ -37,8 +37,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/keeppeek/statestore/internal/fault"
 	"golang.org/x/sys/unix"
+
+	"github.com/keeppeek/statestore/internal/fault"
 )
 
 // ErrLocked reports that another process (or another Open in this process)

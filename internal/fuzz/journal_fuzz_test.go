@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/wal"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/tidwall/wal"
 )
 
 // FuzzJournalOpen opens mutated copies of a real journal directory.
