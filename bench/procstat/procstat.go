@@ -15,7 +15,9 @@ package procstat
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/metrics"
@@ -181,4 +183,31 @@ func Idle(fig *Figures) error {
 	}
 	fig.Runtime = Accounts()
 	return nil
+}
+
+// Main is a child program's main (serialproc, serialfloor): it parses
+// --dir, --ops (default defaultOps) and --stall-ceiling from args, runs
+// the workload and writes its figures to stdout as one JSON object, the
+// shape qualify reads. An error names the flag.
+func Main(name string, args []string, defaultOps int, run func(dir string, ops int, r harness.Runner) (Figures, error)) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	dir := fs.String("dir", "", "parent `DIR` of the stores' scratch directory (default: the system temp dir)")
+	ops := fs.Int("ops", defaultOps, "operations per side (127 owners x 30 rounds)")
+	stall := fs.Duration("stall-ceiling", harness.StallCeiling, "fail the run on any single operation taking `D` or longer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	case *ops <= 0:
+		return fmt.Errorf("--ops %d: must be positive", *ops)
+	case *stall <= 0:
+		return fmt.Errorf("--stall-ceiling %v: must be positive", *stall)
+	}
+	fig, err := run(*dir, *ops, harness.Runner{Ceiling: *stall})
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(fig)
 }

@@ -130,29 +130,32 @@ func processRows(fig serialwork.Figures) ([]harness.Result, error) {
 	if d.Name == "" || m.Name == "" || len(fig.RoundRSS) == 0 || fig.Idle <= 0 {
 		return nil, fmt.Errorf("the serial process reported %d rows, %d samples and a %v idle sample: want both sides, a sample per round, an idle sample", len(fig.Results), len(fig.RoundRSS), fig.Idle)
 	}
-	maxRSS := fig.RoundRSS[0]
-	for _, v := range fig.RoundRSS {
-		maxRSS = max(maxRSS, v)
-	}
+	maxRSS := slices.Max(fig.RoundRSS)
 	idleCPU := 100 * float64(fig.IdleCPU) / float64(fig.Idle)
 	d.Name, m.Name = report.SerialProcessRow(nameDurableCAS), report.SerialProcessRow(nameMemoryCAS)
 	m.Note += "; NoSync: the journal written, never synced"
 	p := harness.Result{Name: report.SerialProcess, Writers: 1,
 		Note: fmt.Sprintf("a process running only the two sides above (serialproc): idle CPU %.1f%% over %v after the run, resident %d bytes then, at most %d bytes sampled after each of %d rounds (VmHWM %d; %d at start, %d after Open); durability adds %.0f µs at p50, %.0f µs at p95",
 			idleCPU, fig.Idle.Round(time.Millisecond), fig.IdleRSS, maxRSS, len(fig.RoundRSS), fig.HWM, fig.StartRSS, fig.OpenRSS, d.P50us-m.P50us, d.P95us-m.P95us),
-		Figures: map[string]float64{
-			report.FigIdleCPUPercent:    idleCPU,
-			report.FigIdleRSSBytes:      float64(fig.IdleRSS),
-			report.FigMaxRoundRSSBytes:  float64(maxRSS),
-			report.FigRoundsSampled:     float64(len(fig.RoundRSS)),
-			report.FigHWMBytes:          float64(fig.HWM),
-			report.FigStartRSSBytes:     float64(fig.StartRSS),
-			report.FigOpenRSSBytes:      float64(fig.OpenRSS),
-			report.FigDurabilityP50Us:   d.P50us - m.P50us,
-			report.FigDurabilityP95Us:   d.P95us - m.P95us,
-			report.FigIdleSampleSeconds: fig.Idle.Seconds(),
-		}}
+		Figures: processFigures(fig, maxRSS, idleCPU)}
+	p.Figures[report.FigDurabilityP50Us] = d.P50us - m.P50us
+	p.Figures[report.FigDurabilityP95Us] = d.P95us - m.P95us
 	return []harness.Result{d, m, p}, nil
+}
+
+// processFigures are a child process's memory and idle figures, by the
+// report's names.
+func processFigures(fig serialwork.Figures, maxRSS int64, idleCPU float64) map[string]float64 {
+	return map[string]float64{
+		report.FigIdleCPUPercent:    idleCPU,
+		report.FigIdleRSSBytes:      float64(fig.IdleRSS),
+		report.FigMaxRoundRSSBytes:  float64(maxRSS),
+		report.FigRoundsSampled:     float64(len(fig.RoundRSS)),
+		report.FigHWMBytes:          float64(fig.HWM),
+		report.FigStartRSSBytes:     float64(fig.StartRSS),
+		report.FigOpenRSSBytes:      float64(fig.OpenRSS),
+		report.FigIdleSampleSeconds: fig.Idle.Seconds(),
+	}
 }
 
 // floorRows turns serialfloor's figures into rows: its two sides, then
@@ -171,15 +174,6 @@ func floorRows(fig serialwork.Figures) ([]harness.Result, error) {
 	rows = append(rows, harness.Result{Name: report.SerialProcessFloor, Writers: 1,
 		Note: fmt.Sprintf("the serial process's floor (serialfloor): the same documents and rounds through tidwall/wal alone (fdatasync per entry, and never synced), nothing of the store linked: idle CPU %.1f%% over %v, resident %d bytes then, at most %d bytes sampled after each of %d rounds (VmHWM %d; %d at start, %d after opening the logs)",
 			idleCPU, fig.Idle.Round(time.Millisecond), fig.IdleRSS, maxRSS, len(fig.RoundRSS), fig.HWM, fig.StartRSS, fig.OpenRSS),
-		Figures: map[string]float64{
-			report.FigIdleCPUPercent:    idleCPU,
-			report.FigIdleRSSBytes:      float64(fig.IdleRSS),
-			report.FigMaxRoundRSSBytes:  float64(maxRSS),
-			report.FigRoundsSampled:     float64(len(fig.RoundRSS)),
-			report.FigHWMBytes:          float64(fig.HWM),
-			report.FigStartRSSBytes:     float64(fig.StartRSS),
-			report.FigOpenRSSBytes:      float64(fig.OpenRSS),
-			report.FigIdleSampleSeconds: fig.Idle.Seconds(),
-		}})
+		Figures: processFigures(fig, maxRSS, idleCPU)})
 	return rows, nil
 }

@@ -11,41 +11,16 @@
 package main
 
 import (
-	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 
-	"github.com/keeppeek/statestore/bench/harness"
+	"github.com/keeppeek/statestore/bench/procstat"
 	"github.com/keeppeek/statestore/bench/serialfloor"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := procstat.Main("serialfloor", os.Args[1:], serialfloor.Owners*30, serialfloor.Run); err != nil {
 		fmt.Fprintln(os.Stderr, "serialfloor:", err)
 		os.Exit(1)
 	}
-}
-
-func run(args []string) error {
-	fs := flag.NewFlagSet("serialfloor", flag.ContinueOnError)
-	dir := fs.String("dir", "", "parent `DIR` of the stores' scratch directory (default: the system temp dir)")
-	ops := fs.Int("ops", serialfloor.Owners*30, "operations per side (127 owners x 30 rounds)")
-	stall := fs.Duration("stall-ceiling", harness.StallCeiling, "fail the run on any single operation taking `D` or longer")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
-	case *ops <= 0:
-		return fmt.Errorf("--ops %d: must be positive", *ops)
-	case *stall <= 0:
-		return fmt.Errorf("--stall-ceiling %v: must be positive", *stall)
-	}
-	fig, err := serialfloor.Run(*dir, *ops, harness.Runner{Ceiling: *stall})
-	if err != nil {
-		return err
-	}
-	return json.NewEncoder(os.Stdout).Encode(fig)
 }
