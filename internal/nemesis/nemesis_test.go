@@ -35,8 +35,8 @@ func TestMain(m *testing.M) {
 func testCommand() *exec.Cmd { return exec.Command(os.Args[0], "-test.run=^$") }
 
 // TestNemesis runs three node processes through fault events of every
-// kind (membership changes only with NEMESIS_MEMBERSHIP, ciFaults says
-// why) under the workload, and expects no violation.
+// kind (or those NEMESIS_FAULTS names) under the workload, and expects no
+// violation.
 func TestNemesis(t *testing.T) {
 	t.Parallel()
 	events := defaultEvents
@@ -66,25 +66,20 @@ func TestNemesis(t *testing.T) {
 	}
 }
 
-// ciFaults is every fault kind but FaultMembership unless
-// NEMESIS_MEMBERSHIP is set: with membership changes among the other
-// faults, a re-added follower was seen to panic in hashicorp/raft
-// ("log not found" in processLogs, from appendEntries) and then at every
-// restart (restoreFromCommittedLogs), its journal starting just above the
-// index raft asked for and no snapshot covering it; three runs of 1,000
-// events hit it within 150 rounds. Until that is fixed the suite runs the
-// other kinds, and NEMESIS_MEMBERSHIP=1 runs them all.
+// ciFaults is every fault kind, membership changes included, unless
+// NEMESIS_FAULTS names some (comma-separated), for a run that chases one.
+// Membership changes were left out until three bugs they exposed were
+// fixed: a re-added follower's hole after a snapshot install
+// (raftlog.LogStore.RestoringSnapshot), a follower refusing every
+// AppendEntries after a failed suffix cut (raftlog invariant 5), and a
+// node restoring a snapshot older than what it applied (the root
+// package's invariant 17); 1,000 events of every kind, seed 7000, then
+// ran clean.
 func ciFaults() []string {
-	if os.Getenv("NEMESIS_MEMBERSHIP") != "" {
-		return nil
+	if v := os.Getenv("NEMESIS_FAULTS"); v != "" {
+		return strings.Split(v, ",")
 	}
-	var kinds []string
-	for _, k := range FaultKinds() {
-		if k != FaultMembership {
-			kinds = append(kinds, k)
-		}
-	}
-	return kinds
+	return nil
 }
 
 // tail is the end of every node's log, for a failure message.
