@@ -239,13 +239,15 @@
 //     on the next open. A sync that was in flight across such a recovery
 //     acknowledges nothing, even if its own fdatasync succeeded. A Read
 //     after such a failure does the recovery itself rather than wait for
-//     the next append (a raft follower reads before it writes again).
+//     the next append (a raft follower reads before it writes again); a
+//     Read never reopens a journal that did not fail, which would cut an
+//     unsynced batch whose fdatasync is in flight.
 //     Code: Journal.failLocked, Journal.recoverLocked, Journal.recoverAfter,
 //     Journal.recoverFailedSync, Journal.epoch, Journal.Read.
 //     Tests: TestRecoverDropsFailedBatch, TestSyncFailureCutsBack,
 //     TestSyncRacingRecovery, TestSyncFailureDuringWrite,
 //     TestFailedSyncNeverAcknowledgesLostPages, TestSealAcknowledgesWholeBatchesOnly,
-//     TestReadAfterAFailedWriteReopens.
+//     TestReadAfterAFailedWriteReopens, TestReadNeverFailsASyncInFlight.
 //  13. Decoding checks every length against Limits before slicing, so
 //     metadata is validated before a document is touched and a corrupted
 //     length cannot make the decoder allocate beyond the bounds.

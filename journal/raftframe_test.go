@@ -343,3 +343,43 @@ func TestReadAfterAFailedWriteReopens(t *testing.T) {
 		})
 	}
 }
+
+// TestReadNeverFailsASyncInFlight: a Read while Reclaim has left
+// tidwall/wal's segment list stale must not reopen the journal, which
+// cuts it back to the last synced record: the batch whose fdatasync is in
+// flight would fail (on a raft leader, a step-down and an election per
+// reclaim: leader transfers then took 600 ms).
+func TestReadNeverFailsASyncInFlight(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "journal")
+	h := &fault.Hooks{}
+	j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	appendRaft(t, j, 300)
+	if err := j.Reclaim(200); err != nil {
+		t.Fatal(err)
+	}
+	if j.FirstIndex() == 1 {
+		t.Fatal("Reclaim(200) removed no segment")
+	}
+	last, err := j.Write([]*Record{raftRec(1, "in flight")}, 301)
+	if err != nil || last != 301 {
+		t.Fatalf("Write: %d, %v", last, err)
+	}
+	entered, release, restore := h.StallNextSync()
+	defer restore()
+	done := make(chan error, 1)
+	go func() { done <- j.Sync(301) }()
+	<-entered
+	j.Read(250, nil) // an error ("being recovered") is allowed; a reopen is not
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the sync in flight across a Read: %v", err)
+	}
+	if j.LastIndex() != 301 {
+		t.Fatalf("LastIndex %d after the sync of 301", j.LastIndex())
+	}
+}

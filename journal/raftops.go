@@ -76,12 +76,19 @@ func (j *Journal) Read(index uint64, dst []byte) ([]byte, error) {
 	if index < first || index > last {
 		return nil, &RangeError{Op: "read", Index: index, First: first, Last: last}
 	}
-	if log == nil || reclaimed {
-		// A failed write left no handle, or Reclaim removed files the
-		// handle still lists: reopen it here rather than at the next
-		// Write, since a raft follower reads its log (the previous
-		// entry's term) before it writes again, and would otherwise
-		// refuse every AppendEntries for ever.
+	if log != nil && reclaimed {
+		// Reclaim removed files the handle still lists: the next Write
+		// or truncation reopens it. Not here: a reopen cuts the files
+		// back to the last synced record, so a read would fail the
+		// batch whose fdatasync is in flight (a leader stepping down).
+		return nil, &StorageError{Op: "read", Index: index, Err: errors.New("the journal is being recovered")}
+	}
+	if log == nil {
+		// A failed write or sync left no handle (and doomed whatever
+		// was in flight): reopen it here rather than at the next Write,
+		// since a raft follower reads its log (the previous entry's
+		// term) before it writes again, and would otherwise refuse
+		// every AppendEntries for ever.
 		j.mu.Lock()
 		release := j.claimFilesLocked()
 		err := j.recoverLocked()
