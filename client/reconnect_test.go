@@ -391,4 +391,30 @@ func TestUnavailableAnswerMovesToAnotherEndpoint(t *testing.T) {
 			}
 		})
 	}
+	// The calls in flight on the connection the client leaves get their
+	// answers (the node's UNAVAILABLE), not a lost connection's: a write
+	// forwarded from a node still serving may commit.
+	t.Run("calls in flight are answered", func(t *testing.T) {
+		t.Parallel()
+		a := startServer(t, serverOptions{unavailable: errors.New("no leader")})
+		b := startServer(t, serverOptions{})
+		b.put(t, "service/a", "k", 2)
+		c := dial(t, nil, a.url, b.url)
+		const calls = 32
+		errs := make(chan error, calls)
+		for range calls {
+			go func() {
+				_, err := c.Get(ctx, "service/a", "k")
+				errs <- err
+			}()
+		}
+		for range calls {
+			// Answered by a (UNAVAILABLE) or, once the client moved, by b.
+			err := <-errs
+			var se *statestore.Error
+			if err != nil && (!errors.As(err, &se) || se.Code != statestore.Unavailable || se.Field == "connection") {
+				t.Errorf("a call in flight: %v; want a's answer or b's entry", err)
+			}
+		}
+	})
 }

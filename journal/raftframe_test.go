@@ -123,9 +123,13 @@ func TestRaftFrameRejects(t *testing.T) {
 	}
 }
 
-func openRaftJournal(t *testing.T, dir string) *Journal {
+func openRaftJournal(t *testing.T, dir string) *Journal { return openRaftJournalFaults(t, dir, nil) }
+
+// openRaftJournalFaults opens a raft journal of 4 KiB segments whose syncs
+// go through h (nil: none).
+func openRaftJournalFaults(t *testing.T, dir string, h *fault.Hooks) *Journal {
 	t.Helper()
-	j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096})
+	j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,10 +261,7 @@ func TestTruncateBackCrashLeavesNoGap(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	h := &fault.Hooks{}
-	j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openRaftJournalFaults(t, dir, h)
 	appendRaft(t, j, 300)
 	segs, _ := ListSegments(dir)
 	if len(segs) < 6 {
@@ -316,10 +317,7 @@ func TestReadAfterAFailedWriteReopens(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "journal")
 			h := &fault.Hooks{}
-			j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := openRaftJournalFaults(t, dir, h)
 			defer j.Close()
 			appendRaft(t, j, 40)
 			if err := c.fail(j, h); !errors.Is(err, syscall.EIO) {
@@ -353,10 +351,7 @@ func TestReadNeverFailsASyncInFlight(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "journal")
 	h := &fault.Hooks{}
-	j, _, err := Open(dir, Options{Limits: raftLimits, ExternalFloor: true, NoPrewrite: true, ReserveBytes: -1, SegmentSize: 4096, Faults: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openRaftJournalFaults(t, dir, h)
 	defer j.Close()
 	appendRaft(t, j, 300)
 	if err := j.Reclaim(200); err != nil {

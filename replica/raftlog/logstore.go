@@ -113,14 +113,13 @@ type LogStore struct {
 	// fails the AppendEntries, and the leader walks back one index per
 	// round trip until it sends a snapshot: the follower stalls for as
 	// long. So once a failure made them owed (undoOwed), the log answers
-	// as if they were there (GetLog, LastIndex: shown) and writes them
-	// back before any other change is made. Until a failure the log
-	// answers as without them, as raft.InmemStore would. Guarded by mu;
-	// shown (undo while owed, else nil) by rmu as well, for GetLog,
-	// which does not take mu.
+	// as if they were there (GetLog, LastIndex: LogStore.owed) and writes
+	// them back before any other change is made. Until a failure the log
+	// answers as without them, as raft.InmemStore would. Written under
+	// mu and rmu (setUndo), so read under either: GetLog does not take
+	// mu.
 	undo     []*raft.Log
 	undoOwed bool
-	shown    []*raft.Log
 
 	// recent holds the newest entries stored, entry i at i mod its
 	// length, so that raft's replication (which reads back what the
@@ -228,14 +227,23 @@ func (s *LogStore) Journal() *journal.Journal { return s.j }
 // held.
 func (s *LogStore) bounds() (first, last uint64, empty bool) {
 	first, last, empty = s.stored()
-	if n := len(s.shown); n > 0 {
-		last = s.shown[n-1].Index
+	if owed := s.owed(); len(owed) > 0 {
+		last = owed[len(owed)-1].Index
 		if empty {
-			first = s.shown[0].Index
+			first = owed[0].Index
 		}
 		empty = false
 	}
 	return first, last, empty
+}
+
+// owed are the entries of a failed suffix deletion the log still answers
+// for, nil when none are owed. mu or rmu is held.
+func (s *LogStore) owed() []*raft.Log {
+	if !s.undoOwed {
+		return nil
+	}
+	return s.undo
 }
 
 // stored are the journal's own first and last index, and whether it
@@ -277,8 +285,8 @@ func (s *LogStore) LastIndex() (uint64, error) {
 // log does not hold it. Each read checks the entry's CRC.
 func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
 	s.rmu.RLock()
-	if n := len(s.shown); n > 0 && index >= s.shown[0].Index && index <= s.shown[n-1].Index {
-		*log = *s.shown[index-s.shown[0].Index]
+	if owed := s.owed(); len(owed) > 0 && index >= owed[0].Index && index <= owed[len(owed)-1].Index {
+		*log = *owed[index-owed[0].Index]
 		s.rmu.RUnlock()
 		return nil
 	}
@@ -421,10 +429,7 @@ func (s *LogStore) append(logs []*raft.Log, commit uint64) error {
 // sake.
 func (s *LogStore) setUndo(logs []*raft.Log, owed bool) {
 	s.rmu.Lock()
-	s.undo, s.undoOwed, s.shown = logs, owed && logs != nil, nil
-	if s.undoOwed {
-		s.shown = logs
-	}
+	s.undo, s.undoOwed = logs, owed && logs != nil
 	s.rmu.Unlock()
 }
 
