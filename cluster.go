@@ -467,18 +467,30 @@ func isForwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) !=
 // write runs a mutation: local at the leader; forwarded otherwise, and
 // then answered once this node has applied it. A call nobody could take
 // for two election timeouts is UNAVAILABLE naming the leader if known.
+//
+// A call forwarded here is tried here once and answered not applied if
+// this node cannot take it: the forwarder retries wherever the leader is
+// now. Waiting here instead held the call (and its writer) for the whole
+// wait when leadership moved on while it was in flight, since this node
+// would never lead again that term. Only a node that raft already made
+// leader, and that is still taking over, keeps it until it is ready.
 func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), req *fwdRequest) (Entry, error) {
 	deadline := time.Now().Add(c.wait)
+	forwarded := isForwarded(ctx)
 	for {
 		if err := c.refuseLeaderless(); err != nil {
 			return Entry{}, err
 		}
 		if c.leaderReady() {
 			e, err := local()
-			if !retryable(err) {
+			if !retryable(err) || forwarded {
 				return e, err
 			}
-		} else if id, _ := c.node.Leader(); id != "" && id != c.self && !isForwarded(ctx) {
+		} else if forwarded {
+			if c.node.Raft().State() != raft.Leader {
+				return Entry{}, notApplied("%s is not the leader", c.self)
+			}
+		} else if id, _ := c.node.Leader(); id != "" && id != c.self {
 			resp, sent, err := c.forward(ctx, id, req)
 			switch {
 			case err != nil && sent:
@@ -501,6 +513,9 @@ func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), re
 			}
 		}
 		if time.Now().After(deadline) {
+			if forwarded {
+				return Entry{}, notApplied("%s did not finish taking over within %v", c.self, c.wait)
+			}
 			return Entry{}, c.noLeader(req.Verb)
 		}
 		if err := c.pause(ctx); err != nil {

@@ -308,6 +308,13 @@
 //     revision or receives an update twice.
 //     Code: fsm.Restore, fsm.restored, fsm.feed, fsm.Apply, fsm.Snapshot.
 //     Tests: TestFSMNeverGoesBack, TestClusterSnapshotInstallClosesWatches.
+//  18. A write forwarded to a node is applied there, or answered not
+//     applied at once if that node does not lead (only a node raft made
+//     leader and still taking over holds it), so the forwarder retries it
+//     at the leader; no forwarded write waits at a deposed leader for a
+//     term it will never lead.
+//     Code: clusterNode.write, clusterNode.handle.
+//     Tests: TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce.
 //
 // # Full disk
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,35 +114,7 @@ func TestRaftOutcome(t *testing.T) {
 // state machine, which keep identical state and go on applying.
 func TestFSMRefusesABadEntryOnEveryNode(t *testing.T) {
 	t.Parallel()
-	network, lb := replica.NewInmemNetwork(), replica.NewLoopback()
-	var peers []Peer
-	for _, id := range []string{"a", "b", "c"} {
-		peers = append(peers, Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
-	}
-	var nodes []*Store
-	for _, p := range peers {
-		s, err := OpenCluster(Options{Dir: t.TempDir()}, ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr,
-			Peers: peers, Transport: network.Transport(p.RaftAddr), Loopback: lb})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		nodes = append(nodes, s)
-	}
-	for _, s := range nodes {
-		<-s.Cluster().Ready()
-	}
-	var l *Store
-	for deadline := time.Now().Add(20 * time.Second); l == nil; runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		for _, s := range nodes {
-			if s.Cluster().IsLeader() {
-				l = s
-			}
-		}
-	}
+	nodes, l := openInmemCluster(t)
 	p := Principal{ID: "ops", Admin: true}
 	doc := []byte(`{"role":"subscribe","desired":true,"source_id":"cam-1","media_kind":"video","priority":1}`)
 	e, err := l.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc})
@@ -169,6 +142,87 @@ func TestFSMRefusesABadEntryOnEveryNode(t *testing.T) {
 		if err != nil || got.Revision != e2.Revision {
 			t.Fatalf("%s reads %+v, %v", s.Cluster().NodeID(), got, err)
 		}
+	}
+}
+
+// openInmemCluster opens three nodes on an in-memory raft network and
+// returns them, once each is ready, with the one that leads.
+func openInmemCluster(t *testing.T) (nodes []*Store, leader *Store) {
+	t.Helper()
+	network, lb := replica.NewInmemNetwork(), replica.NewLoopback()
+	var peers []Peer
+	for _, id := range []string{"a", "b", "c"} {
+		peers = append(peers, Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
+	}
+	for _, p := range peers {
+		s, err := OpenCluster(Options{Dir: t.TempDir()}, ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr,
+			Peers: peers, Transport: network.Transport(p.RaftAddr), Loopback: lb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		nodes = append(nodes, s)
+	}
+	for _, s := range nodes {
+		<-s.Cluster().Ready()
+	}
+	for deadline := time.Now().Add(20 * time.Second); leader == nil; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader")
+		}
+		for _, s := range nodes {
+			if s.Cluster().IsLeader() {
+				leader = s
+			}
+		}
+	}
+	return nodes, leader
+}
+
+// TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce: a write forwarded to
+// a node that does not lead (the leader it was sent to lost leadership
+// while it was in flight) is answered not applied at once, naming no
+// wait, so the forwarder retries it at the leader. The node used to hold
+// it for the whole leader wait and then answer a final UNAVAILABLE,
+// which every writer of a planned leadership transfer received.
+func TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce(t *testing.T) {
+	t.Parallel()
+	nodes, l := openInmemCluster(t)
+	p := Principal{ID: "ops", Admin: true}
+	doc := []byte(`{"role":"subscribe","desired":true,"source_id":"cam-1","media_kind":"video","priority":1}`)
+	for _, f := range nodes {
+		if f == l {
+			continue
+		}
+		for _, req := range []*fwdRequest{
+			{Verb: verbPut, Principal: fwdPrincipalOf(p), Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc},
+			{Verb: verbDelete, Principal: fwdPrincipalOf(p), Namespace: "group/g", Key: "k"},
+		} {
+			out, err := f.cluster.handle(context.Background(), encodeForward(req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := decodeAnswer(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Err == nil || !resp.Err.NotApplied || resp.Err.Code != Unavailable || !strings.Contains(resp.Err.Message, "is not the leader") {
+				t.Fatalf("%s: a forwarded %s at a follower answered %+v, want not applied: not the leader", f.Cluster().NodeID(), req.Verb, resp.Err)
+			}
+		}
+	}
+	if _, err := l.Get(context.Background(), p, "group/g", "k"); CodeOf(err) != NotFound {
+		t.Fatalf("after the refused forwards the leader reads %v, want NOT_FOUND", err)
+	}
+	// The same write through a follower's own door is forwarded and applied.
+	var f *Store
+	for _, s := range nodes {
+		if s != l {
+			f = s
+		}
+	}
+	if _, err := f.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc}); err != nil {
+		t.Fatal(err)
 	}
 }
 
