@@ -539,8 +539,8 @@ func (c *clusterNode) handle(ctx context.Context, body []byte) ([]byte, error) {
 		err = notApplied("%s is still starting", c.self)
 	case verbPut:
 		x := Expect{set: req.ExpectSet, rev: req.ExpectRev}
-		e, err = s.Put(ctx, p, PutRequest{Namespace: req.Namespace, Key: req.Key, Schema: req.Schema, Document: req.Document,
-			Expect: x, TTL: time.Duration(req.TTLMs) * time.Millisecond})
+		e, err = s.put(ctx, p, PutRequest{Namespace: req.Namespace, Key: req.Key, Schema: req.Schema, Document: req.Document,
+			Expect: x, TTL: time.Duration(req.TTLMs) * time.Millisecond}, true)
 	case verbDelete:
 		var rev uint64
 		rev, err = s.Delete(ctx, p, DeleteRequest{Namespace: req.Namespace, Key: req.Key, Expect: Expect{set: req.ExpectSet, rev: req.ExpectRev}})

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/keeppeek/statestore/schema"
 
 	"github.com/hashicorp/raft"
 
@@ -147,7 +151,7 @@ func TestFSMRefusesABadEntryOnEveryNode(t *testing.T) {
 
 // openInmemCluster opens three nodes on an in-memory raft network and
 // returns them, once each is ready, with the one that leads.
-func openInmemCluster(t *testing.T) (nodes []*Store, leader *Store) {
+func openInmemCluster(t *testing.T, opts ...func(id string, o *Options)) (nodes []*Store, leader *Store) {
 	t.Helper()
 	network, lb := replica.NewInmemNetwork(), replica.NewLoopback()
 	var peers []Peer
@@ -155,7 +159,11 @@ func openInmemCluster(t *testing.T) (nodes []*Store, leader *Store) {
 		peers = append(peers, Peer{ID: id, RaftAddr: "raft-" + id, RPCAddr: "rpc-" + id})
 	}
 	for _, p := range peers {
-		s, err := OpenCluster(Options{Dir: t.TempDir()}, ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr,
+		o := Options{Dir: t.TempDir()}
+		for _, f := range opts {
+			f(p.ID, &o)
+		}
+		s, err := OpenCluster(o, ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr,
 			Peers: peers, Transport: network.Transport(p.RaftAddr), Loopback: lb})
 		if err != nil {
 			t.Fatal(err)
@@ -223,6 +231,57 @@ func TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce(t *testing.T) {
 	}
 	if _, err := f.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// countingSchema accepts every object and counts the documents it walked.
+type countingSchema struct{ n *atomic.Int64 }
+
+func (c countingSchema) Validate(map[string]any) error { c.n.Add(1); return nil }
+
+// TestForwardedWriteIsValidatedOnce: a write at a follower has its
+// document checked against its schema there, before it is forwarded, and
+// not again at the leader; a write at the leader is checked there. A bad
+// document at a follower is refused there, naming the field, and nothing
+// is forwarded.
+func TestForwardedWriteIsValidatedOnce(t *testing.T) {
+	t.Parallel()
+	walked := map[string]*atomic.Int64{}
+	nodes, l := openInmemCluster(t, func(id string, o *Options) {
+		n := &atomic.Int64{}
+		walked[id] = n
+		o.Schemas = schema.NewRegistry()
+		if err := o.Schemas.Register("keeppeek.counted.v1", countingSchema{n}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	p := Principal{ID: "ops", Admin: true}
+	var f *Store
+	for _, s := range nodes {
+		if s != l {
+			f = s
+		}
+	}
+	for i, s := range []*Store{f, l} {
+		if _, err := s.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: fmt.Sprint("k", i), Schema: "keeppeek.counted.v1", Document: []byte(`{"a":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			want := int64(0)
+			if n == s {
+				want = 1
+			}
+			if got := walked[n.Cluster().NodeID()].Swap(0); got != want {
+				t.Fatalf("a write at %s: %s walked the document %d times, want %d", s.Cluster().NodeID(), n.Cluster().NodeID(), got, want)
+			}
+		}
+	}
+	_, err := f.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "bad", Schema: "keeppeek.counted.v1", Document: []byte(`[1]`)})
+	if CodeOf(err) != SchemaInvalid {
+		t.Fatalf("a bad document at a follower: %v, want SCHEMA_INVALID", err)
+	}
+	if got := walked[l.Cluster().NodeID()].Load(); got != 0 {
+		t.Fatalf("the bad document reached the leader's schema (%d walks)", got)
 	}
 }
 

@@ -263,7 +263,15 @@ func (s *Store) Get(ctx context.Context, p Principal, namespace, key string) (En
 // committed. The owner is always p. It returns only after the journal batch
 // holding the write is fsynced, or with an error, in which case nothing
 // changed.
-func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, err error) {
+func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (Entry, error) {
+	return s.put(ctx, p, req, false)
+}
+
+// put is Put; validated says the document was checked against its schema
+// already: a write a peer forwarded, whose node validated it before it
+// forwarded it (peers are trusted as they are for the principal they
+// name), so each write's document is walked once in the cluster.
+func (s *Store) put(ctx context.Context, p Principal, req PutRequest, validated bool) (_ Entry, err error) {
 	defer func() { s.metrics.wrote(err) }()
 	if err := s.checkCall(ctx, p, req.Namespace, req.Key, accessWrite); err != nil {
 		return Entry{}, err
@@ -281,8 +289,10 @@ func (s *Store) Put(ctx context.Context, p Principal, req PutRequest) (_ Entry, 
 	if err := s.limits.CheckDocument(len(req.Document)); err != nil {
 		return Entry{}, wrapErr(ValueTooLarge, "document", err)
 	}
-	if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
-		return Entry{}, schemaErr(err)
+	if !validated {
+		if err := s.schemas.Validate(req.Schema, req.Document); err != nil {
+			return Entry{}, schemaErr(err)
+		}
 	}
 	o := &op{kind: opPut, owner: p.ID, ns: req.Namespace, key: req.Key, schema: req.Schema,
 		doc: append([]byte(nil), req.Document...), reply: req.Document, expect: req.Expect, ttl: ttl}
