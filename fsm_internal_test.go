@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keeppeek/statestore/schema"
-
 	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/replica"
+	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
 )
 
@@ -187,6 +186,16 @@ func openInmemCluster(t *testing.T, opts ...func(id string, o *Options)) (nodes 
 	return nodes, leader
 }
 
+// followerOf returns a node of nodes other than leader.
+func followerOf(nodes []*Store, leader *Store) *Store {
+	for _, s := range nodes {
+		if s != leader {
+			return s
+		}
+	}
+	return nil
+}
+
 // TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce: a write forwarded to
 // a node that does not lead (the leader it was sent to lost leadership
 // while it was in flight) is answered not applied at once, naming no
@@ -223,12 +232,7 @@ func TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce(t *testing.T) {
 		t.Fatalf("after the refused forwards the leader reads %v, want NOT_FOUND", err)
 	}
 	// The same write through a follower's own door is forwarded and applied.
-	var f *Store
-	for _, s := range nodes {
-		if s != l {
-			f = s
-		}
-	}
+	f := followerOf(nodes, l)
 	if _, err := f.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: "k", Schema: "keeppeek.media-intent.v1", Document: doc}); err != nil {
 		t.Fatal(err)
 	}
@@ -257,12 +261,7 @@ func TestForwardedWriteIsValidatedOnce(t *testing.T) {
 		}
 	})
 	p := Principal{ID: "ops", Admin: true}
-	var f *Store
-	for _, s := range nodes {
-		if s != l {
-			f = s
-		}
-	}
+	f := followerOf(nodes, l)
 	for i, s := range []*Store{f, l} {
 		if _, err := s.Put(context.Background(), p, PutRequest{Namespace: "group/g", Key: fmt.Sprint("k", i), Schema: "keeppeek.counted.v1", Document: []byte(`{"a":1}`)}); err != nil {
 			t.Fatal(err)
