@@ -61,8 +61,11 @@ type Log int
 const (
 	// RaftWAL is hashicorp/raft-wal as log and stable store.
 	RaftWAL Log = iota
-	// Raftlog is the store's: replica/raftlog's LogStore on a journal
-	// (its defaults, as a cluster node opens it) and its StableStore.
+	// Raftlog is the store's: replica/raftlog's LogStore on a journal,
+	// opened as a cluster node opens it (its defaults, and its fdatasync
+	// parked only while more than one Append is in flight, as a node
+	// parks only while it has more than one write in flight), and its
+	// StableStore.
 	Raftlog
 )
 
@@ -101,6 +104,9 @@ type Cluster struct {
 	entry  []byte
 	// applied counts the FSM calls on every node, for the tests.
 	applied atomic.Int64
+	// appending counts the Appends in flight (the raftlog floor's
+	// contention signal).
+	appending atomic.Int64
 }
 
 // fsm applies nothing: the floor measures raft and its log alone.
@@ -146,7 +152,8 @@ func OpenLog(dir string, n, entrySize int, log Log) (*Cluster, error) {
 		c.entry[i] = byte('a' + i%26)
 	}
 	for i, a := range addrs {
-		nd, err := startNode(filepath.Join(dir, fmt.Sprintf("node-%d", i)), conf.Servers[i].ID, a, conf, fsm{&c.applied}, log)
+		nd, err := startNode(filepath.Join(dir, fmt.Sprintf("node-%d", i)), conf.Servers[i].ID, a, conf, fsm{&c.applied}, log,
+			func() bool { return c.appending.Load() > 1 })
 		if err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
@@ -158,8 +165,9 @@ func OpenLog(dir string, n, entrySize int, log Log) (*Cluster, error) {
 	return c, nil
 }
 
-// openStores opens the log and stable store of kind log in dir.
-func openStores(dir string, log Log) (raft.LogStore, raft.StableStore, func() error, error) {
+// openStores opens the log and stable store of kind log in dir;
+// contended is raftlog's Options.Contended.
+func openStores(dir string, log Log, contended func() bool) (raft.LogStore, raft.StableStore, func() error, error) {
 	if log == RaftWAL {
 		w, err := wal.Open(dir)
 		if err != nil {
@@ -167,7 +175,7 @@ func openStores(dir string, log Log) (raft.LogStore, raft.StableStore, func() er
 		}
 		return w, w, w.Close, nil
 	}
-	ls, err := raftlog.Open(filepath.Join(dir, "journal"), raftlog.Options{})
+	ls, err := raftlog.Open(filepath.Join(dir, "journal"), raftlog.Options{Contended: contended})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -179,11 +187,11 @@ func openStores(dir string, log Log) (raft.LogStore, raft.StableStore, func() er
 }
 
 // startNode starts one member on addr with its log of kind log in dir.
-func startNode(dir string, id raft.ServerID, addr string, conf raft.Configuration, f raft.FSM, log Log) (*node, error) {
+func startNode(dir string, id raft.ServerID, addr string, conf raft.Configuration, f raft.FSM, log Log, contended func() bool) (*node, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
 	}
-	logs, stable, closeLogs, err := openStores(dir, log)
+	logs, stable, closeLogs, err := openStores(dir, log, contended)
 	if err != nil {
 		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
 	}
@@ -240,6 +248,8 @@ func (c *Cluster) awaitLeader() (*raft.Raft, error) {
 // Append appends one entry at the leader and returns once it is committed
 // and applied there.
 func (c *Cluster) Append() error {
+	c.appending.Add(1)
+	defer c.appending.Add(-1)
 	return c.leader.Apply(c.entry, applyTimeout).Error()
 }
 
