@@ -169,6 +169,9 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		ls, err := raftlog.Open(filepath.Join(s.root, "journal"), raftlog.Options{
 			SegmentSize: s.opts.SegmentSize, NoSync: s.opts.NoSync, NoPrewrite: s.opts.NoPrewrite,
 			DirectSync: s.opts.DirectSync, Faults: s.opts.Faults,
+			// A node with at most one write in flight has nobody for a
+			// parked fdatasync to leave its processor to.
+			Contended: func() bool { return c.writing.Load() > 1 },
 		})
 		if err != nil {
 			return err
@@ -297,6 +300,10 @@ type clusterNode struct {
 	acked atomic.Uint64
 	// lastStamp is the latest time a batch was stamped with here.
 	lastStamp atomic.Int64
+	// writing counts the writes in flight on this node (write's calls:
+	// local, forwarded here, forwarded from here), for the raft log's
+	// choice between parking its fdatasync and holding a processor.
+	writing atomic.Int64
 	// less is when a leader was last heard (cluster_leaderless.go).
 	less leaderless
 	// prog is the node's snapshot counters and, on the leader, its
@@ -475,6 +482,8 @@ func isForwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) !=
 // would never lead again that term. Only a node that raft already made
 // leader, and that is still taking over, keeps it until it is ready.
 func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), req *fwdRequest) (Entry, error) {
+	c.writing.Add(1)
+	defer c.writing.Add(-1)
 	deadline := time.Now().Add(c.wait)
 	forwarded := isForwarded(ctx)
 	for {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/internal/uring"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/replica/raftlog"
 	"github.com/keeppeek/statestore/watch"
@@ -594,4 +595,101 @@ func TestClusterOneFdatasyncPerCommittedBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterSyncParksOnlyWhenWritesWait: a node's raft log holds its
+// processor in fdatasync while the node has at most one write in flight
+// (a lone writer: nobody else wants the processor, and the io_uring's
+// completion costs a commit tens of microseconds at each of its two
+// fdatasyncs), and parks on the io_uring once more writes wait. The
+// writes are made to wait by holding the leader's sync
+// (fault.Hooks.StallNextSync) while they arrive; a round whose writers
+// did not all arrive before the release is tried again, at most five
+// times.
+func TestClusterSyncParksOnlyWhenWritesWait(t *testing.T) {
+	t.Parallel()
+	probe, err := uring.New()
+	if err != nil {
+		t.Skipf("io_uring unavailable here: %v", err)
+	}
+	probe.Close()
+	hooks := map[string]*fault.Hooks{}
+	var mu sync.Mutex
+	c := newTestClusterOpts(t, 3, nil, func(id string, o *statestore.Options) {
+		h := &fault.Hooks{}
+		mu.Lock()
+		hooks[id] = h
+		mu.Unlock()
+		o.Faults = h
+	})
+	l := c.leader()
+	if _, err := clusterPut(l, "first", 0, statestore.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	c.quiesce()
+	parked := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, s := range c.all() {
+			out[s.Cluster().NodeID()] = s.JournalStats().ParkedSyncs
+		}
+		return out
+	}
+	syncs := func(s *statestore.Store) uint64 { return s.JournalStats().Syncs }
+	before, beforeSyncs := parked(), syncs(l)
+	f := c.follower()
+	for i := range 20 {
+		// Through the leader and through a follower, one at a time.
+		s := l
+		if i%2 == 1 {
+			s = f
+		}
+		if _, err := clusterPut(s, "lone", i, statestore.Expect{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.quiesce()
+	if n := syncs(l) - beforeSyncs; n < 20 {
+		t.Fatalf("the leader synced %d times for 20 writes", n)
+	}
+	for id, n := range parked() {
+		if n != before[id] {
+			t.Fatalf("lone writer: %s parked %d fdatasyncs, want none", id, n-before[id])
+		}
+	}
+	lid := l.Cluster().NodeID()
+	mu.Lock()
+	h := hooks[lid]
+	mu.Unlock()
+	const writers = 16
+	for round := range 5 {
+		start := parked()[lid]
+		entered, release, restore := h.StallNextSync()
+		held := make(chan error, 1)
+		go func() {
+			_, err := clusterPut(l, "held", round, statestore.Expect{})
+			held <- err
+		}()
+		<-entered
+		var wg, arrived sync.WaitGroup
+		arrived.Add(writers)
+		for w := range writers {
+			wg.Go(func() {
+				arrived.Done()
+				if _, err := clusterPut(l, fmt.Sprintf("w%d", w), round, statestore.Expect{}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		arrived.Wait()
+		release()
+		restore()
+		wg.Wait()
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		if parked()[lid] > start {
+			return
+		}
+	}
+	t.Fatalf("%d writers queued behind the leader's held sync, five times: none of its fdatasyncs parked", writers)
 }

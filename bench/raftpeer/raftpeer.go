@@ -8,6 +8,10 @@
 // no-op FSM applied it: what the store's cluster costs with no admission,
 // no schema, no view and no forwarding.
 //
+// OpenLog runs the same nodes over another log: Raftlog is the store's own
+// (replica/raftlog on its journal), so the two floors, alternated in one
+// run, split what the store's log costs from what raft costs.
+//
 // The raft timeouts are package replica's defaults (300 ms heartbeat and
 // election, 150 ms leader lease, 2 ms commit, 64 entries per
 // AppendEntries), the transport raft's own defaults.
@@ -39,12 +43,30 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/keeppeek/statestore/internal/loopback"
+	"github.com/keeppeek/statestore/replica/raftlog"
 )
 
 // Workload names, as they appear in results and in qualify's --only flag.
 const (
 	NameFloor           = "raftwal_cluster_floor"
 	NameFloorConcurrent = "raftwal_cluster_floor_concurrent"
+	// NameRaftlogFloor is the same floor over replica/raftlog.
+	NameRaftlogFloor = "raftlog_cluster_floor"
+)
+
+// Log names the log and stable store a floor's nodes keep.
+type Log int
+
+// The logs a floor runs on.
+const (
+	// RaftWAL is hashicorp/raft-wal as log and stable store.
+	RaftWAL Log = iota
+	// Raftlog is the store's: replica/raftlog's LogStore on a journal,
+	// opened as a cluster node opens it (its defaults, and its fdatasync
+	// parked only while more than one Append is in flight, as a node
+	// parks only while it has more than one write in flight), and its
+	// StableStore.
+	Raftlog
 )
 
 // The raft settings: package replica's defaults, so the floor runs the
@@ -69,9 +91,10 @@ var ErrNoLeader = errors.New("raftpeer: no leader")
 
 // node is one raft member and what it owns.
 type node struct {
-	raft  *raft.Raft
-	wal   *wal.WAL
-	trans *raft.NetworkTransport
+	raft      *raft.Raft
+	logs      raft.LogStore
+	closeLogs func() error // the log's and the stable store's
+	trans     *raft.NetworkTransport
 }
 
 // Cluster is the three (or n) nodes and the leader Append writes to.
@@ -81,6 +104,9 @@ type Cluster struct {
 	entry  []byte
 	// applied counts the FSM calls on every node, for the tests.
 	applied atomic.Int64
+	// appending counts the Appends in flight (the raftlog floor's
+	// contention signal).
+	appending atomic.Int64
 }
 
 // fsm applies nothing: the floor measures raft and its log alone.
@@ -103,7 +129,13 @@ func (noSnapshot) Release()                             {}
 // Open starts n nodes with their WALs in dir/node-i, bootstraps them as
 // one cluster, waits for a leader and returns the cluster appending
 // entries of entrySize bytes.
-func Open(dir string, n, entrySize int) (*Cluster, error) {
+func Open(dir string, n, entrySize int) (*Cluster, error) { return OpenLog(dir, n, entrySize, RaftWAL) }
+
+// OpenLog is Open with each node's log and stable store of kind log.
+func OpenLog(dir string, n, entrySize int, log Log) (*Cluster, error) {
+	if log != RaftWAL && log != Raftlog {
+		return nil, fmt.Errorf("raftpeer: unknown log %d", log)
+	}
 	if n <= 0 || entrySize <= 0 {
 		return nil, fmt.Errorf("raftpeer: nodes %d and entrySize %d must be positive", n, entrySize)
 	}
@@ -120,7 +152,8 @@ func Open(dir string, n, entrySize int) (*Cluster, error) {
 		c.entry[i] = byte('a' + i%26)
 	}
 	for i, a := range addrs {
-		nd, err := startNode(filepath.Join(dir, fmt.Sprintf("node-%d", i)), conf.Servers[i].ID, a, conf, fsm{&c.applied})
+		nd, err := startNode(filepath.Join(dir, fmt.Sprintf("node-%d", i)), conf.Servers[i].ID, a, conf, fsm{&c.applied}, log,
+			func() bool { return c.appending.Load() > 1 })
 		if err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
@@ -132,18 +165,39 @@ func Open(dir string, n, entrySize int) (*Cluster, error) {
 	return c, nil
 }
 
-// startNode starts one member on addr with its WAL in dir.
-func startNode(dir string, id raft.ServerID, addr string, conf raft.Configuration, f raft.FSM) (*node, error) {
+// openStores opens the log and stable store of kind log in dir;
+// contended is raftlog's Options.Contended.
+func openStores(dir string, log Log, contended func() bool) (raft.LogStore, raft.StableStore, func() error, error) {
+	if log == RaftWAL {
+		w, err := wal.Open(dir)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("raft-wal: %w", err)
+		}
+		return w, w, w.Close, nil
+	}
+	ls, err := raftlog.Open(filepath.Join(dir, "journal"), raftlog.Options{Contended: contended})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := raftlog.OpenStable(filepath.Join(dir, "raft-stable"), nil)
+	if err != nil {
+		return nil, nil, nil, errors.Join(err, ls.Close())
+	}
+	return ls, st, ls.Close, nil
+}
+
+// startNode starts one member on addr with its log of kind log in dir.
+func startNode(dir string, id raft.ServerID, addr string, conf raft.Configuration, f raft.FSM, log Log, contended func() bool) (*node, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
 	}
-	w, err := wal.Open(dir)
+	logs, stable, closeLogs, err := openStores(dir, log, contended)
 	if err != nil {
-		return nil, fmt.Errorf("raftpeer: %s: raft-wal: %w", id, err)
+		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
 	}
 	trans, err := raft.NewTCPTransportWithLogger(addr, nil, 3, 10*time.Second, hclog.NewNullLogger())
 	if err != nil {
-		w.Close()
+		closeLogs()
 		return nil, fmt.Errorf("raftpeer: %s: transport on %s: %w", id, addr, err)
 	}
 	rc := raft.DefaultConfig()
@@ -151,13 +205,13 @@ func startNode(dir string, id raft.ServerID, addr string, conf raft.Configuratio
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = heartbeatTimeout, electionTimeout, leaderLeaseTimeout, commitTimeout
 	rc.MaxAppendEntries = maxAppendEntries
 	rc.Logger = hclog.NewNullLogger()
-	r, err := raft.NewRaft(rc, f, w, w, raft.NewDiscardSnapshotStore(), trans)
+	r, err := raft.NewRaft(rc, f, logs, stable, raft.NewDiscardSnapshotStore(), trans)
 	if err != nil {
 		trans.Close()
-		w.Close()
+		closeLogs()
 		return nil, fmt.Errorf("raftpeer: %s: %w", id, err)
 	}
-	nd := &node{raft: r, wal: w, trans: trans}
+	nd := &node{raft: r, logs: logs, closeLogs: closeLogs, trans: trans}
 	if err := r.BootstrapCluster(conf).Error(); err != nil {
 		return nil, errors.Join(fmt.Errorf("raftpeer: %s: bootstrap: %w", id, err), nd.close())
 	}
@@ -194,6 +248,8 @@ func (c *Cluster) awaitLeader() (*raft.Raft, error) {
 // Append appends one entry at the leader and returns once it is committed
 // and applied there.
 func (c *Cluster) Append() error {
+	c.appending.Add(1)
+	defer c.appending.Add(-1)
 	return c.leader.Apply(c.entry, applyTimeout).Error()
 }
 
@@ -217,7 +273,7 @@ func (c *Cluster) Close() error {
 
 func (nd *node) close() error {
 	err := nd.raft.Shutdown().Error()
-	return errors.Join(err, nd.trans.Close(), nd.wal.Close())
+	return errors.Join(err, nd.trans.Close(), nd.closeLogs())
 }
 
 // Nodes returns the number of nodes the cluster runs.

@@ -8,41 +8,49 @@ import (
 
 // TestAppendCommitsOnAQuorum: every Append is applied by the leader
 // before it returns, and reaches every node's no-op FSM; the entries land
-// in the nodes' raft-wal directories.
+// in the nodes' logs, raft-wal's or raftlog's.
 func TestAppendCommitsOnAQuorum(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	c, err := Open(dir, 3, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	base := c.Applied()
-	const n = 20
-	for i := range n {
-		before := c.Applied()
-		if err := c.CAS(i); err != nil {
-			t.Fatal(err)
-		}
-		if c.Applied() <= before {
-			t.Fatalf("append %d returned before the leader applied it", i)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Applied() < base+3*n && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // followers apply on their next heartbeat: bounded by deadline
-	}
-	if got := c.Applied() - base; got != 3*n {
-		t.Fatalf("%d applications of %d entries on 3 nodes, want %d", got, n, 3*n)
-	}
-	for i, nd := range c.nodes {
-		last, err := nd.wal.LastIndex()
-		if err != nil || last < n {
-			t.Fatalf("node %d: raft-wal last index %d (%v), want at least %d", i, last, err, n)
-		}
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		log  Log
+	}{{NameFloor, RaftWAL}, {NameRaftlogFloor, Raftlog}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			c, err := OpenLog(dir, 3, 512, tc.log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			base := c.Applied()
+			const n = 20
+			for i := range n {
+				before := c.Applied()
+				if err := c.CAS(i); err != nil {
+					t.Fatal(err)
+				}
+				if c.Applied() <= before {
+					t.Fatalf("append %d returned before the leader applied it", i)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for c.Applied() < base+3*n && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond) // followers apply on their next heartbeat: bounded by deadline
+			}
+			if got := c.Applied() - base; got != 3*n {
+				t.Fatalf("%d applications of %d entries on 3 nodes, want %d", got, n, 3*n)
+			}
+			for i, nd := range c.nodes {
+				last, err := nd.logs.LastIndex()
+				if err != nil || last < n {
+					t.Fatalf("node %d: the log's last index %d (%v), want at least %d", i, last, err, n)
+				}
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

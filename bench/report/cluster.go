@@ -22,6 +22,7 @@ const (
 	NATSR3CASConcurrent         = "nats_kv_r3_cas_concurrent"
 	RaftWALFloor                = "raftwal_cluster_floor"
 	RaftWALFloorConcurrent      = "raftwal_cluster_floor_concurrent"
+	RaftlogFloor                = "raftlog_cluster_floor"
 	FollowerWatchDelivery       = "follower_watch_delivery"
 	Failover                    = "failover"
 	LeaderTransfer              = "leader_transfer"
@@ -46,6 +47,7 @@ var (
 		{EtcdClusterCAS, "three embedded etcd members, client/v3 over gRPC to any member"},
 		{NATSR3CAS, "three embedded nats-servers, JetStream KV with 3 replicas, nats.go to any server"},
 		{RaftWALFloor, "hashicorp/raft with raft-wal and a no-op FSM, three nodes over TCP, applied at the leader"},
+		{RaftlogFloor, "the same floor with the store's log (replica/raftlog on its journal) as log and stable store"},
 	}
 	clusterConcurrent = []networkSide{
 		{ClusterCASConcurrent, clusterSerial[0].what},

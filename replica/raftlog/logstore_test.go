@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/keeppeek/statestore/internal/fault"
+	"github.com/keeppeek/statestore/internal/uring"
 	"github.com/keeppeek/statestore/journal"
 )
 
@@ -876,4 +877,58 @@ func reopen(t *testing.T, s *LogStore, dir string) *LogStore {
 	s2 := openStore(t, dir, Options{})
 	t.Cleanup(func() { s2.Close() })
 	return s2
+}
+
+// TestSyncParksOnlyWhenContended: with Options.Contended, each StoreLogs'
+// fdatasync parks on the io_uring exactly when Contended reports true,
+// and holds its processor otherwise; without it every one parks, and
+// WaitInSyscall holds it whatever Contended says. Each is still one
+// fdatasync per StoreLogs.
+func TestSyncParksOnlyWhenContended(t *testing.T) {
+	t.Parallel()
+	probe, err := uring.New()
+	if err != nil {
+		t.Skipf("io_uring unavailable here: %v", err)
+	}
+	probe.Close()
+	var busy atomic.Bool
+	contended := func() bool { return busy.Load() }
+	tests := []struct {
+		name string
+		opts Options
+		// parked says, for a StoreLogs with Contended false and true,
+		// whether its fdatasync parks.
+		parked [2]bool
+	}{
+		{"contended", Options{Contended: contended}, [2]bool{false, true}},
+		{"always parked without it", Options{}, [2]bool{true, true}},
+		{"wait in syscall", Options{Contended: contended, WaitInSyscall: true}, [2]bool{false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Not parallel: the subtests share busy.
+			s := openStore(t, filepath.Join(t.TempDir(), "raft"), tc.opts)
+			defer s.Close()
+			r := rand.New(rand.NewPCG(9, 10))
+			for i := range 8 {
+				state := i%2 == 1
+				busy.Store(state)
+				before := s.Stats()
+				if err := s.StoreLogs([]*raft.Log{newLog(r, uint64(i+1), 1)}); err != nil {
+					t.Fatal(err)
+				}
+				after := s.Stats()
+				if after.Syncs-before.Syncs != 1 {
+					t.Fatalf("StoreLogs %d: %d fdatasyncs, want 1", i, after.Syncs-before.Syncs)
+				}
+				want := tc.parked[0]
+				if state {
+					want = tc.parked[1]
+				}
+				if got := after.ParkedSyncs-before.ParkedSyncs == 1; got != want {
+					t.Fatalf("StoreLogs %d with Contended %v: parked %v, want %v", i, state, got, want)
+				}
+			}
+		})
+	}
 }

@@ -142,9 +142,14 @@ type clusterSides struct {
 	etcd  casPeer
 	nats  casPeer
 	raft  casPeer
+	// raftlog is the floor over the store's log (raftlog_cluster_floor),
+	// opened for cluster_serial only: nil otherwise.
+	raftlog casPeer
 }
 
-func openClusterSides(env *Env, cl *closers) (*clusterSides, error) {
+// openClusterSides opens the sides; withRaftlog adds the floor over the
+// store's own log.
+func openClusterSides(env *Env, cl *closers, withRaftlog bool) (*clusterSides, error) {
 	var s clusterSides
 	nodes, err := startCluster(env, nameClusterCAS)
 	if err != nil {
@@ -171,16 +176,25 @@ func openClusterSides(env *Env, cl *closers) (*clusterSides, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if withRaftlog {
+		if s.raftlog, err = openIn(env, cl, raftpeer.NameRaftlogFloor, func(dir string) (casPeer, error) {
+			return raftpeer.OpenLog(dir, clusterSize, env.Payload, raftpeer.Raftlog)
+		}); err != nil {
+			return nil, err
+		}
+	}
 	return &s, nil
 }
 
 // runClusterSerial alternates, in rounds of one compare-and-set per
-// owner, cluster_cas, etcd_cluster_cas, nats_kv_r3_cas and
-// raftwal_cluster_floor, env.Ops operations each.
+// owner, cluster_cas, etcd_cluster_cas, nats_kv_r3_cas,
+// raftwal_cluster_floor and raftlog_cluster_floor (the same floor on the
+// store's log: what the log costs apart from the node's own path), env.Ops
+// operations each.
 func runClusterSerial(env *Env) (out []harness.Result, err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
-	s, err := openClusterSides(env, &cl)
+	s, err := openClusterSides(env, &cl, true)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +203,7 @@ func runClusterSerial(env *Env) (out []harness.Result, err error) {
 		{Name: etcdpeer.NameClusterCAS, Op: func(i int) error { return s.etcd.CAS(i % casKeys) }},
 		{Name: natspeer.NameR3CAS, Op: func(i int) error { return s.nats.CAS(i % casKeys) }},
 		{Name: raftpeer.NameFloor, Op: func(i int) error { return s.raft.CAS(i % casKeys) }},
+		{Name: raftpeer.NameRaftlogFloor, Op: func(i int) error { return s.raftlog.CAS(i % casKeys) }},
 	}
 	out, err = env.Run.AlternateSerial(sides, casRounds(env), casKeys)
 	if err == nil {
@@ -208,7 +223,7 @@ func runClusterConcurrent(env *Env) (out []harness.Result, err error) {
 			return nil, fmt.Errorf("%d writers exceed %d owners", w, casKeys)
 		}
 	}
-	s, err := openClusterSides(env, &cl)
+	s, err := openClusterSides(env, &cl, false)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func TestClusterSidesAreThreeNodeClusters(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	s, err := openClusterSides(env, &cl)
+	s, err := openClusterSides(env, &cl, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +69,10 @@ func TestClusterSidesAreThreeNodeClusters(t *testing.T) {
 	if n := s.nats.(*natspeer.DB).Servers(); n != clusterSize {
 		t.Errorf("NATS runs %d servers, want %d", n, clusterSize)
 	}
-	if n := s.raft.(*raftpeer.Cluster).Nodes(); n != clusterSize {
-		t.Errorf("the floor runs %d raft nodes, want %d", n, clusterSize)
+	for _, f := range []casPeer{s.raft, s.raftlog} {
+		if n := f.(*raftpeer.Cluster).Nodes(); n != clusterSize {
+			t.Errorf("the floor runs %d raft nodes, want %d", n, clusterSize)
+		}
 	}
 	pids := map[int]bool{}
 	for i := range clusterSize {
@@ -108,7 +110,7 @@ func TestClusterWorkloads(t *testing.T) {
 		want   []row
 		events float64 // the own figures' event count; 0 for the compared rows
 	}{
-		{nameClusterSerial, runClusterSerial, four(1, "cluster_cas", "etcd_cluster_cas", "nats_kv_r3_cas", "raftwal_cluster_floor"), 0},
+		{nameClusterSerial, runClusterSerial, four(1, "cluster_cas", "etcd_cluster_cas", "nats_kv_r3_cas", "raftwal_cluster_floor", "raftlog_cluster_floor"), 0},
 		{nameClusterConcurrent, runClusterConcurrent, concurrent, 0},
 		{nameFollowerWatch, runFollowerWatch, []row{{"follower_watch_delivery", 1}}, 5},
 		{nameFailover, func(env *Env) ([]harness.Result, error) { return failover(env, 2) }, []row{{"failover", clusterSize}}, 2},
