@@ -26,13 +26,16 @@ import (
 // (qualify's tcp_cas_floor). It reports both medians and what the client,
 // WebSocket, protobuf and the dispatcher add to the floor. The nosync case
 // leaves the disk's noise out; the fsync case shows how the hand-offs
-// interact with a blocking fdatasync. The ws-only case runs client.Put
+// interact with a blocking fdatasync; the conns127 case spreads the
+// round trips over 127 connections each way in turn, as qualify does, so
+// each finds its connection's buffers and goroutines cold. The ws-only case runs client.Put
 // alone, for its allocations per call and for -cpuprofile, and the
 // floor-only case the floor alone, for its system calls. Each
 // alternating operation is a trace region ("floor", "ws").
 func BenchmarkPutRoundTrip(b *testing.B) {
-	b.Run("nosync", func(b *testing.B) { benchPutRoundTrip(b, true) })
-	b.Run("fsync", func(b *testing.B) { benchPutRoundTrip(b, false) })
+	b.Run("nosync", func(b *testing.B) { benchPutRoundTrip(b, true, 1) })
+	b.Run("fsync", func(b *testing.B) { benchPutRoundTrip(b, false, 1) })
+	b.Run("fsync-conns127", func(b *testing.B) { benchPutRoundTrip(b, false, 127) })
 	b.Run("ws-only-nosync", func(b *testing.B) {
 		put, _ := wsPutter(b, openBenchStore(b, true))
 		b.ReportAllocs()
@@ -73,6 +76,12 @@ func benchPut(doc []byte) statestore.PutRequest {
 // wsPutter serves s over WebSocket on 127.0.0.1 and returns a Put through
 // a client of it.
 func wsPutter(b *testing.B, s *statestore.Store) (func() error, *client.Client) {
+	puts, c := wsPutters(b, s, 1)
+	return puts[0], c[0]
+}
+
+// wsPutters is wsPutter with n clients, each its own connection.
+func wsPutters(b *testing.B, s *statestore.Store, n int) ([]func() error, []*client.Client) {
 	h, err := wstransport.NewHandler(dispatch.New(s, dispatch.Options{}), wstransport.Options{Authenticator: wstransport.AuthenticatorFunc(authenticate)})
 	if err != nil {
 		b.Fatal(err)
@@ -87,21 +96,27 @@ func wsPutter(b *testing.B, s *statestore.Store) (func() error, *client.Client) 
 		defer close(served)
 		srv.Serve(ln)
 	}()
-	c, err := client.Dial(context.Background(), client.Config{Endpoints: []string{"ws://" + ln.Addr().String()}, Token: aliceToken})
-	if err != nil {
-		b.Fatal(err)
-	}
 	b.Cleanup(func() {
-		c.Close()
 		h.Close()
 		srv.Close()
 		<-served
 	})
 	req := benchPut(testdoc.MediaIntent(2193, 1))
-	return func() error {
-		_, err := c.Put(context.Background(), req)
-		return err
-	}, c
+	var puts []func() error
+	var cs []*client.Client
+	for range n {
+		c, err := client.Dial(context.Background(), client.Config{Endpoints: []string{"ws://" + ln.Addr().String()}, Token: aliceToken})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+		puts = append(puts, func() error {
+			_, err := c.Put(context.Background(), req)
+			return err
+		})
+	}
+	return puts, cs
 }
 
 // tcpFloor serves s as the floor over a loopback TCP connection and
@@ -112,6 +127,11 @@ func tcpFloor(b *testing.B, s *statestore.Store) func() error {
 		b.Fatal(err)
 	}
 	defer ln.Close()
+	return tcpFloorOn(b, s, ln)
+}
+
+// tcpFloorOn is tcpFloor through the listener ln.
+func tcpFloorOn(b *testing.B, s *statestore.Store, ln net.Listener) func() error {
 	cli, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)
@@ -152,16 +172,25 @@ func tcpFloor(b *testing.B, s *statestore.Store) func() error {
 	}
 }
 
-func benchPutRoundTrip(b *testing.B, noSync bool) {
-	ws, _ := wsPutter(b, openBenchStore(b, noSync))
-	floor := tcpFloor(b, openBenchStore(b, noSync))
+func benchPutRoundTrip(b *testing.B, noSync bool, conns int) {
+	ws, _ := wsPutters(b, openBenchStore(b, noSync), conns)
+	fs := openBenchStore(b, noSync)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	floors := make([]func() error, conns)
+	for i := range floors {
+		floors[i] = tcpFloorOn(b, fs, ln)
+	}
+	ln.Close()
 	ctx := context.Background()
 	const round = 64
 	var floorLat, wsLat []time.Duration
 	for i := 0; b.Loop(); i++ {
-		name, op, lat := "ws", ws, &wsLat
+		name, op, lat := "ws", ws[i%conns], &wsLat
 		if i/round%2 == 0 {
-			name, op, lat = "floor", floor, &floorLat
+			name, op, lat = "floor", floors[i%conns], &floorLat
 		}
 		t0 := time.Now()
 		r := trace.StartRegion(ctx, name)
