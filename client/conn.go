@@ -89,7 +89,7 @@ type route interface {
 func newConn(c *Client, index int, ws *websocket.Conn) *conn {
 	life, stop := context.WithCancel(context.Background())
 	return &conn{c: c, index: index, ep: &c.cfg.endpoints[index], ws: ws, life: life, stop: stop,
-		writeDeadline: wsconn.NewDeadline(func() { ws.CloseNow() }),
+		writeDeadline: wsconn.NewDeadline(c.cfg.RequestTimeout, func() { ws.CloseNow() }),
 		pending:       map[uint64]*call{}, routes: map[string]route{}}
 }
 
@@ -279,7 +279,7 @@ func (cn *conn) write(m *pb.ClientMessage) error {
 		return err
 	}
 	cn.writeMu.Lock()
-	cn.writeDeadline.Start(cn.c.cfg.RequestTimeout)
+	cn.writeDeadline.Start()
 	err = cn.ws.Write(context.Background(), websocket.MessageBinary, b)
 	missed := cn.writeDeadline.Stop()
 	cn.writeMu.Unlock()
@@ -428,6 +428,7 @@ func (cn *conn) leave(m *pb.StateStoreWatchClosed) {
 // reconnects.
 func (cn *conn) end(readErr error) {
 	cn.ws.CloseNow()
+	cn.writeDeadline.Close()
 	cn.mu.Lock()
 	cause := cn.cause
 	if cause == nil {
@@ -493,6 +494,9 @@ func (c *Client) isClosed() bool {
 // a lost connection or a deadline, which carry no answer and are the
 // reader's or the caller's business).
 func (cn *conn) retireOn(err error) {
+	if err == nil {
+		return // most answers: no error to look into (errors.As's target would escape)
+	}
 	var se *statestore.Error
 	if errors.As(err, &se) && se.Code == statestore.Unavailable {
 		cn.retire(se)

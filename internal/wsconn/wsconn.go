@@ -14,9 +14,12 @@
 //  1. An operation a Deadline times that is still running when its timeout
 //     has passed gets its expire called, and Stop reports it; one that
 //     ended (Stop) before its timeout never does, however late the timer
-//     fires, and a later operation is timed from its own Start.
+//     fires, and a later operation is timed from its own Start, whether
+//     the timer was still set for an earlier one or had fired and found
+//     nothing running.
 //     Code: Deadline.Start, Deadline.Stop, Deadline.fire.
-//     Tests: TestDeadlineExpiresAStuckOperation, TestDeadlineNeverFiresAfterStop, TestDeadlineTimesEachOperationFromItsStart.
+//     Tests: TestDeadlineExpiresAStuckOperation, TestDeadlineNeverFiresAfterStop, TestDeadlineTimesEachOperationFromItsStart,
+//     TestDeadlineExpiresAnOperationAfterAnIdleFire.
 //  2. ReadAll returns the whole rest of a message, whatever its size, in a
 //     buffer that is the caller's until it gives it back with PutBuffer;
 //     a buffer over maxPooled is not kept, so one huge message does not
@@ -84,57 +87,83 @@ var epoch = time.Now()
 func now() int64 { return int64(time.Since(epoch)) + 1 } // never 0, which means no operation
 
 // Deadline bounds one operation at a time (a write, the rest of a message)
-// with one timer for the life of a connection: Start before the
-// operation, Stop after it; an operation still running at its deadline
-// has expire called, which closes the connection so that the operation
-// fails. It replaces a context.WithTimeout per operation, which the
-// WebSocket library would also hook a cancellation into.
+// by the same timeout, with one timer for the life of a connection: Start
+// before the operation, Stop after it; an operation still running at its
+// deadline has expire called, which closes the connection so that the
+// operation fails. It replaces a context.WithTimeout per operation, which
+// the WebSocket library would also hook a cancellation into, and it does
+// not even set the timer per operation: the timer stays set while
+// operations come (firing once per timeout to look at the running one's
+// deadline, which is never earlier than the one it was set for, the
+// timeout being the same), so Start and Stop cost an atomic store each.
 type Deadline struct {
-	t *time.Timer
+	t       *time.Timer
+	timeout time.Duration
 	// at is the running operation's deadline: 0 when none runs, expired
 	// once fire has claimed it (which Stop then reports).
-	at     atomic.Int64
+	at atomic.Int64
+	// armed says the timer is set, or that its fire is running and will
+	// set it again for a running operation.
+	armed  atomic.Bool
 	expire func()
 }
 
 // expired marks an operation whose deadline passed; now is never below 1.
 const expired = -1
 
-// NewDeadline returns a Deadline whose expire ends the connection.
-func NewDeadline(expire func()) *Deadline {
-	d := &Deadline{expire: expire}
+// NewDeadline returns a Deadline of timeout (> 0) whose expire ends the
+// connection.
+func NewDeadline(timeout time.Duration, expire func()) *Deadline {
+	d := &Deadline{timeout: timeout, expire: expire}
 	d.t = time.AfterFunc(time.Hour, d.fire)
 	d.t.Stop()
 	return d
 }
 
-// Start times an operation that must end within timeout.
-func (d *Deadline) Start(timeout time.Duration) {
-	d.at.Store(now() + int64(timeout))
-	d.t.Reset(timeout)
+// Start times an operation that must end within the timeout.
+func (d *Deadline) Start() {
+	d.at.Store(now() + int64(d.timeout))
+	if !d.armed.Load() && d.armed.CompareAndSwap(false, true) {
+		d.t.Reset(d.timeout)
+	}
 }
 
 // Stop ends the operation's timing and reports whether it had expired
 // (expire was called: the operation's failure is the deadline's).
-func (d *Deadline) Stop() bool {
-	old := d.at.Swap(0)
+func (d *Deadline) Stop() bool { return d.at.Swap(0) == expired }
+
+// Close stops the timer for good, once the connection is done with.
+func (d *Deadline) Close() {
+	d.armed.Store(true) // nothing sets it again
 	d.t.Stop()
-	return old == expired
 }
 
-// fire is the timer's: a timer that fires late, for an operation that
-// ended or before a later operation's deadline, does nothing but wait for
-// that deadline.
+// fire is the timer's. It expires the running operation when its deadline
+// has passed, sets the timer for that deadline when it has not (the
+// operation began after the timer was set), and leaves the timer unset
+// when no operation runs, unless one began meanwhile: its Start, finding
+// the timer set, left the timing to this fire.
 func (d *Deadline) fire() {
-	at := d.at.Load()
-	if at <= 0 {
-		return
-	}
-	if left := at - now(); left > 0 {
-		d.t.Reset(time.Duration(left))
-		return
-	}
-	if d.at.CompareAndSwap(at, expired) {
-		d.expire()
+	for {
+		at := d.at.Load()
+		switch {
+		case at == expired:
+			return
+		case at > 0:
+			if left := at - now(); left > 0 {
+				d.t.Reset(time.Duration(left))
+				return
+			}
+			if d.at.CompareAndSwap(at, expired) {
+				d.expire()
+				return
+			}
+			// It ended, or another began: look again.
+		default:
+			d.armed.Store(false)
+			if d.at.Load() == 0 || !d.armed.CompareAndSwap(false, true) {
+				return // nothing runs, or a Start set the timer itself
+			}
+		}
 	}
 }

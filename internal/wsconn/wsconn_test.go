@@ -16,8 +16,9 @@ const hangGuard = 10 * time.Second
 func TestDeadlineExpiresAStuckOperation(t *testing.T) {
 	t.Parallel()
 	expired := make(chan struct{})
-	d := NewDeadline(func() { close(expired) })
-	d.Start(5 * time.Millisecond)
+	d := NewDeadline(5*time.Millisecond, func() { close(expired) })
+	defer d.Close()
+	d.Start()
 	select {
 	case <-expired:
 	case <-time.After(hangGuard):
@@ -31,8 +32,9 @@ func TestDeadlineExpiresAStuckOperation(t *testing.T) {
 func TestDeadlineNeverFiresAfterStop(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	d := NewDeadline(func() { calls++ })
-	d.Start(time.Hour)
+	d := NewDeadline(time.Hour, func() { calls++ })
+	defer d.Close()
+	d.Start()
 	d.at.Store(1) // its deadline passed while it ran, and the timer is late
 	d.Stop()
 	d.fire() // the timer firing late, after the operation ended
@@ -44,19 +46,65 @@ func TestDeadlineNeverFiresAfterStop(t *testing.T) {
 func TestDeadlineTimesEachOperationFromItsStart(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	d := NewDeadline(func() { calls++ })
-	d.Start(time.Hour)
+	d := NewDeadline(time.Hour, func() { calls++ })
+	defer d.Close()
+	d.Start()
 	d.at.Store(1) // its deadline passed, and its timer is late
 	if d.Stop() {
 		t.Fatal("an operation stopped before its timer ran was reported expired")
 	}
-	d.Start(time.Hour)
+	d.Start()
 	d.fire() // the first operation's timer, firing during the second
 	if calls != 0 {
 		t.Fatalf("expire called %d times before the running operation's deadline", calls)
 	}
 	if d.Stop() {
 		t.Fatal("the second operation was reported expired")
+	}
+}
+
+// TestDeadlineExpiresAnOperationAfterAnIdleFire: the timer is set once and
+// fires once per timeout, so an operation may begin after it fired and
+// found nothing running (Start sets it again), or while that fire runs,
+// after Start found it still set (the fire sets it again).
+func TestDeadlineExpiresAnOperationAfterAnIdleFire(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// between runs between the first operation's end and the
+		// second's start, started runs after that start.
+		between, started func(d *Deadline)
+	}{
+		{"the fire found nothing and unset the timer", func(d *Deadline) {
+			d.fire()
+			d.t.Stop() // it fired: nothing else is pending
+		}, func(*Deadline) {}},
+		{"the second began while the timer looked set", func(*Deadline) {}, func(d *Deadline) {
+			// The first operation's timer fires now, which the Start
+			// counted on.
+			d.t.Stop()
+			d.fire()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expired := make(chan struct{})
+			d := NewDeadline(20*time.Millisecond, func() { close(expired) })
+			defer d.Close()
+			d.Start()
+			d.Stop()
+			tc.between(d)
+			d.Start()
+			tc.started(d)
+			select {
+			case <-expired:
+			case <-time.After(hangGuard):
+				t.Fatal("an operation that never ended was never expired")
+			}
+			if !d.Stop() {
+				t.Fatal("Stop did not report the expiry")
+			}
+		})
 	}
 }
 

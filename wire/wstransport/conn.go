@@ -62,13 +62,18 @@ type msgConn[In, Out proto.Message] struct {
 // close it too: a read or a write they bound then fails.
 func (m *msgConn[In, Out]) hookCtx() {
 	closeNow := func() { m.c.CloseNow() }
-	m.writeDeadline, m.msgDeadline = wsconn.NewDeadline(closeNow), wsconn.NewDeadline(closeNow)
+	m.writeDeadline, m.msgDeadline = wsconn.NewDeadline(m.writeTimeout, closeNow), wsconn.NewDeadline(m.readTimeout, closeNow)
 	m.unhook = context.AfterFunc(m.ctx, closeNow)
 }
 
-// release undoes hookCtx's hook on ctx once the connection is done with:
-// a server's ctx outlives its connections.
-func (m *msgConn[In, Out]) release() { m.unhook() }
+// release undoes hookCtx's hook on ctx once the connection is done with
+// (a server's ctx outlives its connections), and stops the deadlines'
+// timers.
+func (m *msgConn[In, Out]) release() {
+	m.unhook()
+	m.writeDeadline.Close()
+	m.msgDeadline.Close()
+}
 
 // failed returns the first Send error: the cause when a session ends
 // because its peer stopped reading.
@@ -147,7 +152,7 @@ func (m *msgConn[In, Out]) read(buf []byte) (websocket.MessageType, []byte, erro
 		b, err := wsconn.ReadAll(r, buf)
 		return typ, b, err
 	}
-	m.msgDeadline.Start(m.readTimeout)
+	m.msgDeadline.Start()
 	b, err := wsconn.ReadAll(r, buf)
 	if m.msgDeadline.Stop() && err != nil {
 		return typ, b, &MessageTimeoutError{Timeout: m.readTimeout, Read: len(b)}
@@ -205,7 +210,7 @@ func (m *msgConn[In, Out]) SendEncoded(enc framing.Encoded) error {
 // write writes b as one binary message within the write timeout.
 func (m *msgConn[In, Out]) write(b []byte) error {
 	m.writeMu.Lock()
-	m.writeDeadline.Start(m.writeTimeout)
+	m.writeDeadline.Start()
 	err := m.c.Write(context.Background(), websocket.MessageBinary, b) // ctx is hooked once (hookCtx)
 	missed := m.writeDeadline.Stop()
 	m.writeMu.Unlock()
@@ -306,6 +311,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*ClientConn, error
 func (c *ClientConn) Close() error {
 	err := c.c.Close(websocket.StatusNormalClosure, "")
 	c.cancel()
+	c.release()
 	return err
 }
 
@@ -313,7 +319,9 @@ func (c *ClientConn) Close() error {
 // failure would.
 func (c *ClientConn) Abort() error {
 	c.cancel()
-	return c.c.CloseNow()
+	err := c.c.CloseNow()
+	c.release()
+	return err
 }
 
 // DialError is a failed handshake; Status is the HTTP status when the
