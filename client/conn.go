@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/internal/wsconn"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
 	"github.com/keeppeek/statestore/wire/wirestore"
 )
@@ -29,6 +30,12 @@ type conn struct {
 	ws    *websocket.Conn
 	life  context.Context // cancelled once the connection ended
 	stop  context.CancelFunc
+	// writeMu keeps one write at a time, the one writeDeadline bounds by
+	// RequestTimeout: one timer for the connection's life instead of a
+	// context per write, which the WebSocket library would hook a
+	// cancellation into (see internal/wsconn).
+	writeMu       sync.Mutex
+	writeDeadline *wsconn.Deadline
 
 	mu      sync.Mutex
 	dead    bool  // ended: nothing more is registered
@@ -82,7 +89,8 @@ type route interface {
 func newConn(c *Client, index int, ws *websocket.Conn) *conn {
 	life, stop := context.WithCancel(context.Background())
 	return &conn{c: c, index: index, ep: &c.cfg.endpoints[index], ws: ws, life: life, stop: stop,
-		pending: map[uint64]*call{}, routes: map[string]route{}}
+		writeDeadline: wsconn.NewDeadline(c.cfg.RequestTimeout, func() { ws.CloseNow() }),
+		pending:       map[uint64]*call{}, routes: map[string]route{}}
 }
 
 // register records a call (and a WatchState's route) before its request is
@@ -258,15 +266,27 @@ func (cn *conn) dropRoute(watchID string) route {
 // write sends one message within RequestTimeout. The write does not take
 // the caller's context: the WebSocket library closes a connection whose
 // write is cancelled, and one caller's deadline must not end the session
-// every other call and watch shares.
+// every other call and watch shares. A write missing RequestTimeout closes
+// the connection (writeDeadline), as the library does for a context that
+// times out; so does one whose connection ended (the reader's end), which
+// then fails at once.
 func (cn *conn) write(m *pb.ClientMessage) error {
-	b, err := proto.Marshal(m)
+	bp := wsconn.GetBuffer()
+	defer wsconn.PutBuffer(bp) // the library is done with the bytes when Write returns
+	b, err := proto.MarshalOptions{}.MarshalAppend((*bp)[:0], m)
+	*bp = b
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cn.life, cn.c.cfg.RequestTimeout)
-	defer cancel()
-	if err := cn.ws.Write(ctx, websocket.MessageBinary, b); err != nil {
+	cn.writeMu.Lock()
+	cn.writeDeadline.Start()
+	err = cn.ws.Write(context.Background(), websocket.MessageBinary, b)
+	missed := cn.writeDeadline.Stop()
+	cn.writeMu.Unlock()
+	if err != nil {
+		if missed {
+			err = errors.Join(context.DeadlineExceeded, err)
+		}
 		err = fmt.Errorf("write of %d bytes (timeout %v): %w", len(b), cn.c.cfg.RequestTimeout, err)
 		cn.abort(err)
 		return err
@@ -290,8 +310,19 @@ func (cn *conn) abort(cause error) {
 func (cn *conn) read() {
 	defer cn.c.wg.Done()
 	var err error
+	// One buffer for every message: Unmarshal copies what it keeps.
+	bp := wsconn.GetBuffer()
+	defer wsconn.PutBuffer(bp)
 	for {
-		typ, data, rerr := cn.ws.Read(cn.life)
+		// A context that is never done, so the library hooks nothing into
+		// each read (internal/wsconn): the connection is closed (CloseNow)
+		// before life is cancelled, which is what ends this read.
+		typ, r, rerr := cn.ws.Reader(context.Background())
+		var data []byte
+		if rerr == nil {
+			data, rerr = wsconn.ReadAll(r, (*bp)[:0])
+			*bp = data
+		}
 		if rerr != nil {
 			err = rerr
 			break
@@ -397,6 +428,7 @@ func (cn *conn) leave(m *pb.StateStoreWatchClosed) {
 // reconnects.
 func (cn *conn) end(readErr error) {
 	cn.ws.CloseNow()
+	cn.writeDeadline.Close()
 	cn.mu.Lock()
 	cause := cn.cause
 	if cause == nil {
@@ -462,6 +494,9 @@ func (c *Client) isClosed() bool {
 // a lost connection or a deadline, which carry no answer and are the
 // reader's or the caller's business).
 func (cn *conn) retireOn(err error) {
+	if err == nil {
+		return // most answers: no error to look into (errors.As's target would escape)
+	}
 	var se *statestore.Error
 	if errors.As(err, &se) && se.Code == statestore.Unavailable {
 		cn.retire(se)

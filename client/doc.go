@@ -34,9 +34,11 @@
 //     request_ids are the client's own counter, never reused; requests are
 //     pipelined, so answers may come in any order. A call waits up to its
 //     context's deadline and RequestTimeout; an answer arriving after that
-//     is dropped, never given to another call.
-//     Code: Client.request, conn.register, conn.call, conn.abandon, conn.route, conn.take.
-//     Tests: TestEveryVerb, TestConcurrentRequestsArePipelined, TestRequestTimeoutBoundsACall.
+//     is dropped, never given to another call. A write that cannot finish
+//     (a server that stopped reading) holds its caller for RequestTimeout
+//     at most, then closes the connection.
+//     Code: Client.request, conn.register, conn.call, conn.abandon, conn.route, conn.take, conn.write, wsconn.Deadline.
+//     Tests: TestEveryVerb, TestConcurrentRequestsArePipelined, TestRequestTimeoutBoundsACall, TestRequestTimeoutBoundsAStuckWrite.
 //  2. A refusal is the store's own error: a StateStoreError becomes a
 //     *statestore.Error with the same code, field, message and current
 //     revision, so errors.Is, errors.As and statestore.CodeOf work as in

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/client"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
@@ -191,4 +193,61 @@ func startRefuser(t *testing.T, status int, reason string) string {
 		<-served
 	})
 	return "ws://" + ln.Addr().String()
+}
+
+// TestRequestTimeoutBoundsAStuckWrite: a request whose write cannot
+// finish (the server stopped reading and the socket's buffers are full)
+// does not hold its caller past Config.RequestTimeout: the write's
+// deadline closes the connection, and the call fails UNAVAILABLE.
+func TestRequestTimeoutBoundsAStuckWrite(t *testing.T) {
+	t.Parallel()
+	deaf := make(chan struct{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ErrorLog: log.New(io.Discard, "", 0), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		<-deaf // never reads
+	})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		close(deaf)
+		srv.Close()
+		<-served
+	})
+	const timeout = 300 * time.Millisecond
+	// No ping: only the write's own deadline may end it.
+	c := dial(t, func(c *client.Config) { c.RequestTimeout, c.PingInterval = timeout, time.Hour }, "ws://"+ln.Addr().String())
+	big := statestore.PutRequest{Namespace: "service/a", Key: "k", Schema: "keeppeek.media-intent.v1", Document: make([]byte, 256<<10)}
+	stuck := make(chan error, 1)
+	go func() {
+		// Each Put's write goes into the socket's buffers until they are
+		// full; its wait for the answer that never comes is cut short.
+		for range 1000 {
+			short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			t0 := time.Now()
+			_, err := c.Put(short, big)
+			cancel()
+			if time.Since(t0) >= timeout/2 {
+				stuck <- err
+				return
+			}
+		}
+		stuck <- errors.New("1000 writes of 256 KiB never filled the buffers")
+	}()
+	select {
+	case err := <-stuck:
+		wantCode(t, err, statestore.Unavailable, "")
+	case <-time.After(hangGuard):
+		t.Fatalf("a Put whose write could not finish still held its caller after %v (RequestTimeout %v)", hangGuard, timeout)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keeppeek/statestore/internal/wsconn"
 	"github.com/keeppeek/statestore/wire/dispatch"
 	"github.com/keeppeek/statestore/wire/framing"
 	pb "github.com/keeppeek/statestore/wire/proto/keeppeek/statestore/v1"
@@ -41,8 +42,37 @@ type msgConn[In, Out proto.Message] struct {
 	// plain field does.
 	beforeFirst func() error
 
+	// writeMu keeps one write at a time, the one writeDeadline times.
+	writeMu sync.Mutex
+	// writeDeadline bounds each write by writeTimeout, and msgDeadline the
+	// rest of a message by readTimeout: one timer each for the life of the
+	// connection, instead of a context per read and write (see
+	// internal/wsconn). Reads and writes get a context that is never done,
+	// so the library hooks nothing into them; unhook, set by hookCtx,
+	// undoes the one hook on ctx that closes the connection when ctx ends.
+	writeDeadline, msgDeadline *wsconn.Deadline
+	unhook                     func() bool
+
 	sendMu  sync.Mutex
 	sendErr error // the first failed Send
+}
+
+// hookCtx closes the connection at once when ctx is done, as the library
+// would for a read or write bounded by ctx, and makes the deadlines' expiry
+// close it too: a read or a write they bound then fails.
+func (m *msgConn[In, Out]) hookCtx() {
+	closeNow := func() { m.c.CloseNow() }
+	m.writeDeadline, m.msgDeadline = wsconn.NewDeadline(m.writeTimeout, closeNow), wsconn.NewDeadline(m.readTimeout, closeNow)
+	m.unhook = context.AfterFunc(m.ctx, closeNow)
+}
+
+// release undoes hookCtx's hook on ctx once the connection is done with
+// (a server's ctx outlives its connections), and stops the deadlines'
+// timers.
+func (m *msgConn[In, Out]) release() {
+	m.unhook()
+	m.writeDeadline.Close()
+	m.msgDeadline.Close()
 }
 
 // failed returns the first Send error: the cause when a session ends
@@ -53,9 +83,12 @@ func (m *msgConn[In, Out]) failed() error {
 	return m.sendErr
 }
 
+// newConn returns the server end of c; release it once Serve returned.
 func newConn(ctx, session context.Context, c *websocket.Conn, writeTimeout, readTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
-	return &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, session: session, writeTimeout: writeTimeout, readTimeout: readTimeout, maxBytes: maxBytes,
+	m := &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, session: session, writeTimeout: writeTimeout, readTimeout: readTimeout, maxBytes: maxBytes,
 		newIn: func() *pb.ClientMessage { return new(pb.ClientMessage) }}
+	m.hookCtx()
+	return m
 }
 
 // errTextMessage is the cause of the DecodeError a text message produces.
@@ -78,7 +111,10 @@ func (m *msgConn[In, Out]) Recv() (In, error) {
 			return zero, err
 		}
 	}
-	typ, data, err := m.read()
+	bp := wsconn.GetBuffer()
+	defer wsconn.PutBuffer(bp) // Unmarshal copies what it keeps
+	typ, data, err := m.read((*bp)[:0])
+	*bp = data
 	if err != nil {
 		if errors.Is(err, websocket.ErrMessageTooBig) {
 			// Our own read limit: the library has already closed the
@@ -106,26 +142,23 @@ func (m *msgConn[In, Out]) Recv() (In, error) {
 // header has come, the rest of the message must arrive within
 // readTimeout, or the connection is closed: a peer that announces a
 // message and stops cannot hold its session.
-func (m *msgConn[In, Out]) read() (websocket.MessageType, []byte, error) {
-	ctx, cancel := context.WithCancelCause(m.ctx)
-	defer cancel(nil)
-	typ, r, err := m.c.Reader(ctx)
+// The message is appended to buf.
+func (m *msgConn[In, Out]) read(buf []byte) (websocket.MessageType, []byte, error) {
+	typ, r, err := m.c.Reader(context.Background()) // ctx is hooked once (hookCtx)
 	if err != nil {
-		return typ, nil, err
+		return typ, buf, err
 	}
 	if m.readTimeout <= 0 {
-		b, err := io.ReadAll(r)
+		b, err := wsconn.ReadAll(r, buf)
 		return typ, b, err
 	}
-	late := time.AfterFunc(m.readTimeout, func() { cancel(errMessageTimeout) })
-	b, err := io.ReadAll(r)
-	if !late.Stop() && err != nil && errors.Is(context.Cause(ctx), errMessageTimeout) {
-		return typ, nil, &MessageTimeoutError{Timeout: m.readTimeout, Read: len(b)}
+	m.msgDeadline.Start()
+	b, err := wsconn.ReadAll(r, buf)
+	if m.msgDeadline.Stop() && err != nil {
+		return typ, b, &MessageTimeoutError{Timeout: m.readTimeout, Read: len(b)}
 	}
 	return typ, b, err
 }
-
-var errMessageTimeout = errors.New("message timeout")
 
 // MessageTimeoutError ends a session whose peer began a message and did
 // not finish it within Options.MessageTimeout. It wraps
@@ -148,42 +181,44 @@ func (e *MessageTimeoutError) Unwrap() error { return io.ErrUnexpectedEOF }
 // deadline closes the connection (the WebSocket library does so), which
 // ends the session.
 func (m *msgConn[In, Out]) Send(msg Out) error {
-	b, err := proto.Marshal(msg)
+	// The buffer is shared by every connection (wsconn): the library is
+	// done with a message's bytes when Write returns.
+	bp := wsconn.GetBuffer()
+	defer wsconn.PutBuffer(bp)
+	b, err := proto.MarshalOptions{}.MarshalAppend((*bp)[:0], msg)
+	*bp = b
 	if err != nil {
 		return err
 	}
 	return m.write(b)
 }
 
-// encodeBuffers hold SendEncoded's messages while they are written, shared
-// by every connection (as the framing's are): the library is done with a
-// message's bytes when Write returns.
-var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledBuffer keeps a rare huge message's buffer out of the pool.
-const maxPooledBuffer = 1 << 20
-
 // SendEncoded writes the server message m appends as one binary message,
 // as Send does (dispatch.EncodedSender): a watch update goes out without
 // being built as a message and marshalled for each watch.
 func (m *msgConn[In, Out]) SendEncoded(enc framing.Encoded) error {
-	bp := encodeBuffers.Get().(*[]byte)
+	bp := wsconn.GetBuffer()
+	defer wsconn.PutBuffer(bp)
 	b, err := enc.AppendTo((*bp)[:0])
-	if err == nil {
-		err = m.write(b)
+	*bp = b
+	if err != nil {
+		return err
 	}
-	if cap(b) <= maxPooledBuffer {
-		*bp = b[:0]
-		encodeBuffers.Put(bp)
-	}
-	return err
+	return m.write(b)
 }
 
 // write writes b as one binary message within the write timeout.
 func (m *msgConn[In, Out]) write(b []byte) error {
-	ctx, cancel := context.WithTimeout(m.ctx, m.writeTimeout)
-	defer cancel()
-	if err := m.c.Write(ctx, websocket.MessageBinary, b); err != nil {
+	m.writeMu.Lock()
+	m.writeDeadline.Start()
+	err := m.c.Write(context.Background(), websocket.MessageBinary, b) // ctx is hooked once (hookCtx)
+	missed := m.writeDeadline.Stop()
+	m.writeMu.Unlock()
+	if err != nil {
+		if missed {
+			// What the library returns for a write its context timed out.
+			err = errors.Join(context.DeadlineExceeded, err)
+		}
 		err = fmt.Errorf("wstransport: write of %d bytes (timeout %v): %w", len(b), m.writeTimeout, err)
 		m.sendMu.Lock()
 		if m.sendErr == nil {
@@ -264,9 +299,11 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*ClientConn, error
 	}
 	c.SetReadLimit(opts.MaxMessageBytes)
 	life, cancel := context.WithCancel(context.Background())
-	return &ClientConn{cancel: cancel, msgConn: &msgConn[*pb.ServerMessage, *pb.ClientMessage]{c: c, ctx: life,
+	m := &msgConn[*pb.ServerMessage, *pb.ClientMessage]{c: c, ctx: life,
 		writeTimeout: opts.WriteTimeout, maxBytes: opts.MaxMessageBytes,
-		newIn: func() *pb.ServerMessage { return new(pb.ServerMessage) }}}, nil
+		newIn: func() *pb.ServerMessage { return new(pb.ServerMessage) }}
+	m.hookCtx() // cancel undoes it
+	return &ClientConn{cancel: cancel, msgConn: m}, nil
 }
 
 // Close ends the session with a normal closure, which removes its watches
@@ -274,6 +311,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*ClientConn, error
 func (c *ClientConn) Close() error {
 	err := c.c.Close(websocket.StatusNormalClosure, "")
 	c.cancel()
+	c.release()
 	return err
 }
 
@@ -281,7 +319,9 @@ func (c *ClientConn) Close() error {
 // failure would.
 func (c *ClientConn) Abort() error {
 	c.cancel()
-	return c.c.CloseNow()
+	err := c.c.CloseNow()
+	c.release()
+	return err
 }
 
 // DialError is a failed handshake; Status is the HTTP status when the

@@ -350,6 +350,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(h.opts.MaxMessageBytes)
 	conn := newConn(h.base, ctx, c, h.opts.WriteTimeout, h.opts.MessageTimeout, h.opts.MaxMessageBytes)
+	defer conn.release()
 	// Serve opens the store session before the first Recv: a principal
 	// confirmed there is the one the store session runs as.
 	conn.beforeFirst = func() error { return h.recheck(r, p, epoch) }
