@@ -46,9 +46,11 @@ type Figures struct {
 	IdleCPU time.Duration `json:"idle_cpu_ns"`
 	Idle    time.Duration `json:"idle_ns"`
 	// IdleRSS is the resident set at the end of the idle sample; HWM the
-	// kernel's high-water mark of it over the process's life (VmHWM),
-	// which the specification does not report but bounds the sampled
-	// maximum from above.
+	// kernel's high-water mark of it (VmHWM), read at the same moment,
+	// which the specification does not report. It is at least IdleRSS
+	// but may be below an earlier round's sample: the kernel raises it
+	// only when pages are unmapped, and the Go scavenger returns memory
+	// with madvise, which does not, so a peak it gave back can be missed.
 	IdleRSS int64 `json:"idle_rss_bytes"`
 	HWM     int64 `json:"hwm_bytes"`
 	// StartRSS is the resident set when Run began, before either store
