@@ -3,7 +3,6 @@ package statestore
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -12,18 +11,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/replica"
-	"github.com/keeppeek/statestore/replica/raftlog"
+	"github.com/keeppeek/statestore/replica/consensus"
 	"github.com/keeppeek/statestore/watch"
 )
 
-// Cluster mode: the same *Store over a raft group (package replica). The
+// Cluster mode: the same *Store over a raft group, driven through the
+// engine-neutral contract of package replica/consensus (package replica is
+// the hashicorp/raft engine; this package links none of it). The
 // leader admits every write exactly as a single store does, against its
 // pending view; one raft entry carries one group-commit batch of journal
 // record frames; every node's state machine (fsm.go) checks each record as
@@ -57,15 +55,15 @@ type ClusterOptions struct {
 	// then lists the members it knows, itself included): it never
 	// bootstraps and waits for the leader's Cluster().AddVoter.
 	Join bool
-	// TLS, when set, carries raft and forwarded traffic over mutual TLS.
-	// Without it the peer ports trust their network: a forwarded call names
-	// its principal (the server's own included), so anyone who reaches
-	// RPCAddr can write as anyone. Use it wherever the peers are not on
-	// loopback.
-	TLS *tls.Config
+	// Engine is the replication engine running this node (required):
+	// &replica.Raft{} for hashicorp/raft with a durable log in the
+	// store's journal over TCP; its fields carry the engine's own
+	// settings (TLS for the peer traffic, overriding log stores, test
+	// transports).
+	Engine consensus.Engine
 
-	// Timeouts; zero fields take replica's defaults (300 ms heartbeat and
-	// election, 150 ms leader lease, 2 ms commit).
+	// Timeouts; zero fields take the engine's defaults (replica.Raft:
+	// 300 ms heartbeat and election, 150 ms leader lease, 2 ms commit).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -81,31 +79,10 @@ type ClusterOptions struct {
 	// linearizable reads and new watches (cluster_leaderless.go); 0 is
 	// DefaultLeaderlessAfter, negative is refused.
 	LeaderlessAfter time.Duration
-
-	// LogStore and StableStore override the raft log and its votes, both
-	// or neither (tests give raft.InmemStore, which keeps nothing across a
-	// restart). Both nil, the default, is durable: the log in the store's
-	// journal (Dir/state-store/journal, replica/raftlog's LogStore: one
-	// fdatasync per committed batch, the commit index persisted with it
-	// and replayed to at restart) and the votes in
-	// Dir/state-store/raft-stable (raftlog's StableStore). SnapshotStore
-	// nil means raft's FileSnapshotStore in Dir/state-store/raft-snapshots
-	// whenever the log is not raft.InmemStore, in memory otherwise (a
-	// restart must not find snapshots newer than a log it lost).
-	LogStore      raft.LogStore
-	StableStore   raft.StableStore
-	SnapshotStore raft.SnapshotStore
-
-	// Transport is a test hook: an in-memory raft transport
-	// (replica.InmemNetwork). nil means TCP on RaftAddr.
-	Transport raft.Transport
-	// Loopback is a test hook: forwarded calls go through it in process,
-	// and no RPC listener is opened. nil means TCP on RPCAddr.
-	Loopback *replica.Loopback
 }
 
 // Member is one server of a cluster's configuration.
-type Member = replica.Member
+type Member = consensus.Member
 
 // OpenCluster opens the store in opts.Dir/state-store as one node of a
 // raft cluster. The *Store serves every call as Open's does, on any node.
@@ -115,6 +92,9 @@ type Member = replica.Member
 func OpenCluster(opts Options, co ClusterOptions) (*Store, error) {
 	if opts.Settings != "" {
 		return nil, newErr(InvalidArgument, "Settings", "settings-backed namespaces live in one server's config.toml and are refused in cluster mode")
+	}
+	if co.Engine == nil {
+		return nil, newErr(InvalidArgument, "Engine", "a cluster node needs a replication engine (replica.Raft)")
 	}
 	if co.RPCAddr == "" {
 		return nil, newErr(InvalidArgument, "RPCAddr", "a cluster node needs an address for forwarded calls")
@@ -160,38 +140,35 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		return err
 	}
 	s.lock = lock
-	switch {
-	case co.LogStore == nil && co.StableStore == nil:
-		// One durable log per node: the store's journal holds raft's
-		// entries (replica/raftlog), so the journal's statistics and
-		// Close behave as in a single store, and a committed batch costs
-		// this node one fdatasync, the log's.
-		ls, err := raftlog.Open(filepath.Join(s.root, "journal"), raftlog.Options{
-			SegmentSize: s.opts.SegmentSize, NoSync: s.opts.NoSync, NoPrewrite: s.opts.NoPrewrite,
-			DirectSync: s.opts.DirectSync, Faults: s.opts.Faults,
-			// A node with at most one write in flight has nobody for a
-			// parked fdatasync to leave its processor to.
-			Contended: func() bool { return c.writing.Load() > 1 },
-		})
-		if err != nil {
-			return err
+	// The engine's durable log, in the store's journal directory where
+	// the engine keeps it there (replica.Raft's default: one fdatasync per
+	// committed batch, the commit index persisted with it).
+	logs, err := co.Engine.OpenLog(consensus.LogOptions{
+		JournalDir: filepath.Join(s.root, "journal"), StableFile: filepath.Join(s.root, StableFileName),
+		SegmentSize: s.opts.SegmentSize, NoSync: s.opts.NoSync, NoPrewrite: s.opts.NoPrewrite,
+		DirectSync: s.opts.DirectSync, Faults: s.opts.Faults,
+		// A node with at most one write in flight has nobody for a
+		// parked fdatasync to leave its processor to.
+		Contended: func() bool { return c.writing.Load() > 1 },
+	})
+	if logs != nil {
+		c.logs, s.jnl = logs, logs.Journal()
+	}
+	if err != nil {
+		var ce *consensus.ConfigError
+		if errors.As(err, &ce) {
+			return &Error{Code: InvalidArgument, Field: ce.Field, Message: ce.Reason, Err: err}
 		}
-		c.logs, s.jnl = ls, ls.Journal()
-		if cut := ls.TailCut(); cut != nil {
-			s.openReport.TailCut = cut
-			s.log.Warn("state store: " + cut.String())
-		}
-		stable, err := raftlog.OpenStable(filepath.Join(s.root, StableFileName), s.opts.Faults)
-		if err != nil {
-			return err
-		}
-		co.LogStore, co.StableStore = ls, stable
-	case co.LogStore == nil || co.StableStore == nil:
-		return newErr(InvalidArgument, "LogStore", "LogStore and StableStore override the durable pair together: set both or neither")
-	default:
-		// The store's own journal stays empty with an overriding log; it
-		// is open so the journal's statistics and Close behave as in a
-		// single store.
+		return err
+	}
+	if cut := logs.TailCut(); cut != nil {
+		s.openReport.TailCut = cut
+		s.log.Warn("state store: " + cut.String())
+	}
+	if s.jnl == nil {
+		// The store's own journal stays empty with a log kept elsewhere;
+		// it is open so the journal's statistics and Close behave as in
+		// a single store.
 		if s.jnl, _, err = journal.Open(filepath.Join(s.root, "journal"), journal.Options{
 			Limits: s.chk.JournalLimits(), NoPrewrite: true, ReserveBytes: -1, NoSync: s.opts.NoSync, Faults: s.opts.Faults,
 		}); err != nil {
@@ -199,47 +176,37 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 		}
 	}
 	c.fsm = &fsm{s: s, changed: make(chan struct{})}
-	c.log = &raftLog{c: c, futures: map[uint64]raft.ApplyFuture{}, outcomes: map[uint64]error{}}
+	c.log = &raftLog{c: c, futures: map[uint64]consensus.Future{}, outcomes: map[uint64]error{}}
 	s.cluster = c
 	assemble(s, &recovery.State{View: materialize.New()}, c)
 	s.watches = watch.NewRegistry(watch.LimitsFrom(s.limits), s.clock)
 	s.home.watches = s.watches
 
-	cfg := replica.Config{NodeID: co.NodeID, Addr: co.RaftAddr, TLS: co.TLS, Join: co.Join,
+	cfg := consensus.Config{NodeID: co.NodeID, Addr: co.RaftAddr, Join: co.Join,
 		HeartbeatTimeout: co.HeartbeatTimeout, ElectionTimeout: co.ElectionTimeout, LeaderLeaseTimeout: co.LeaderLeaseTimeout,
 		CommitTimeout: co.CommitTimeout, SnapshotThreshold: co.SnapshotThreshold, TrailingLogs: co.TrailingLogs,
-		LogStore: co.LogStore, StableStore: co.StableStore, SnapshotStore: co.SnapshotStore, Transport: co.Transport}
+		SnapshotDir: filepath.Join(s.root, "raft-snapshots")}
 	for _, p := range co.Peers {
 		if !co.Join || p.ID != co.NodeID {
-			cfg.Peers = append(cfg.Peers, replica.Peer{ID: p.ID, Addr: p.RaftAddr})
+			cfg.Peers = append(cfg.Peers, consensus.Peer{ID: p.ID, Addr: p.RaftAddr})
 		}
 	}
 	if co.Join {
-		cfg.Peers = append(cfg.Peers, replica.Peer{ID: co.NodeID, Addr: co.RaftAddr})
+		cfg.Peers = append(cfg.Peers, consensus.Peer{ID: co.NodeID, Addr: co.RaftAddr})
 	}
-	if _, mem := cfg.LogStore.(*raft.InmemStore); cfg.SnapshotStore == nil && !mem {
-		cfg.SnapshotDir = filepath.Join(s.root, "raft-snapshots")
-	}
-	if co.Loopback != nil {
-		c.caller = co.Loopback
-		co.Loopback.Register(co.RPCAddr, c.handle)
-		c.unregister = func() { co.Loopback.Register(co.RPCAddr, nil) }
-	} else {
-		srv, err := replica.ServeRPC(co.RPCAddr, co.TLS, c.handle)
-		if err != nil {
-			return err
-		}
-		caller := &replica.TCPCaller{TLS: co.TLS}
-		c.caller = caller
-		c.unregister = func() { srv.Close(); caller.Close() }
-	}
-	// Limits and schemas agree with every peer that answers, before this
-	// node takes part in raft (cluster_agree.go).
-	if err := c.agreeWithPeers(2 * cmp.Or(co.ElectionTimeout, replica.DefaultElectionTimeout)); err != nil {
+	rpc, err := co.Engine.ServeRPC(co.RPCAddr, c.handle)
+	if err != nil {
 		return err
 	}
-	if c.node, err = replica.Start(cfg, c.fsm); err != nil {
-		var ce *replica.ConfigError
+	c.caller = rpc
+	c.unregister = func() { _ = rpc.Close() }
+	// Limits and schemas agree with every peer that answers, before this
+	// node takes part in raft (cluster_agree.go).
+	if err := c.agreeWithPeers(2 * co.Engine.ElectionTimeout(co.ElectionTimeout)); err != nil {
+		return err
+	}
+	if c.node, err = co.Engine.Start(cfg, logs, c.fsm); err != nil {
+		var ce *consensus.ConfigError
 		if errors.As(err, &ce) {
 			return wrapErr(InvalidArgument, ce.Field, err)
 		}
@@ -261,29 +228,29 @@ func openCluster(s *Store, c *clusterNode, co ClusterOptions) error {
 }
 
 // StableFileName is the file, in Dir/state-store, holding a cluster node's
-// raft term and vote (replica/raftlog's StableStore).
+// raft term and vote (consensus.LogOptions.StableFile; replica.Raft keeps
+// raftlog's StableStore there).
 const StableFileName = "raft-stable"
 
-// closeLog closes the durable log, once raft has stopped: the applied
-// index is staged first (every applied entry is committed), so the next
-// open replays every entry this node applied, the last batch's included,
+// closeLog closes the durable log, once raft has stopped, handing it the
+// applied index (every applied entry is committed), so the next open
+// replays every entry this node applied, the last batch's included,
 // before any leader is known.
 func (c *clusterNode) closeLog() error {
-	_ = c.logs.StageCommitIndex(c.fsm.appliedIndex())
-	return c.logs.Close()
+	return c.logs.Close(c.fsm.appliedIndex())
 }
 
 // clusterNode is a store's side of its raft node.
 type clusterNode struct {
 	s          *Store
-	node       *replica.Node
+	node       consensus.Node
 	fsm        *fsm
 	log        *raftLog
-	logs       *raftlog.LogStore // the durable log, nil when ClusterOptions overrode it
+	logs       consensus.Log // the engine's log; its Journal is nil when kept elsewhere
 	self       string
 	rpcMu      sync.Mutex
 	rpcs       map[string]string // node ID -> RPC address
-	caller     replica.Caller
+	caller     consensus.Caller
 	unregister func()
 	wait       time.Duration // how long a call waits for a leader: two election timeouts
 
@@ -321,7 +288,7 @@ type clusterNode struct {
 
 // leaderReady reports whether this node may admit writes now.
 func (c *clusterNode) leaderReady() bool {
-	return c.leading.Load() && c.node.Raft().State() == raft.Leader && c.node.Raft().CurrentTerm() == c.term.Load()
+	return c.leading.Load() && c.node.State() == consensus.Leader && c.node.CurrentTerm() == c.term.Load()
 }
 
 // leaderLoop follows leadership: on gaining it, it waits for the term's
@@ -330,7 +297,7 @@ func (c *clusterNode) leaderReady() bool {
 // that lapsed meanwhile, and only then admits writes.
 func (c *clusterNode) leaderLoop() {
 	defer close(c.done)
-	r := c.node.Raft()
+	r := c.node
 	for {
 		select {
 		case <-c.quit:
@@ -353,15 +320,15 @@ func (c *clusterNode) leaderLoop() {
 // again, since raft signals leadership once per term. It returns false
 // once the store closes.
 func (c *clusterNode) takeOver() bool {
-	r := c.node.Raft()
+	r := c.node
 	term := r.CurrentTerm()
-	for r.State() == raft.Leader && r.CurrentTerm() == term {
+	for r.State() == consensus.Leader && r.CurrentTerm() == term {
 		select {
 		case <-c.quit:
 			return false
 		default:
 		}
-		if err := r.Barrier(c.wait).Error(); err != nil {
+		if err := r.Barrier(c.wait); err != nil {
 			continue
 		}
 		// Nothing is admitted while leading is false; exclusive waits for
@@ -496,7 +463,7 @@ func (c *clusterNode) write(ctx context.Context, local func() (Entry, error), re
 				return e, err
 			}
 		} else if forwarded {
-			if c.node.Raft().State() != raft.Leader {
+			if c.node.State() != consensus.Leader {
 				return Entry{}, notApplied("%s is not the leader", c.self)
 			}
 		} else if id, _ := c.node.Leader(); id != "" && id != c.self {
@@ -587,10 +554,10 @@ func (c *clusterNode) linearize(ctx context.Context) error {
 func (c *clusterNode) localReadIndex() (uint64, error) {
 	term := c.term.Load()
 	idx := c.fsm.appliedIndex()
-	if err := c.node.Raft().VerifyLeader().Error(); err != nil {
+	if err := c.node.VerifyLeader(); err != nil {
 		return 0, notApplied("leadership not verified: %v", err)
 	}
-	if !c.leaderReady() || c.node.Raft().CurrentTerm() != term {
+	if !c.leaderReady() || c.node.CurrentTerm() != term {
 		return 0, notApplied("leadership changed during the read")
 	}
 	return idx, nil

@@ -59,7 +59,7 @@ func fourth(t *testing.T, c *testCluster, lb *replica.Loopback, mod func(*testin
 	mod(t, &opts)
 	p4 := statestore.Peer{ID: "n4", RaftAddr: "raft-n4", RPCAddr: "rpc-n4"}
 	s, err := statestore.OpenCluster(opts, statestore.ClusterOptions{NodeID: "n4", RaftAddr: p4.RaftAddr, RPCAddr: p4.RPCAddr,
-		Peers: append(append([]statestore.Peer(nil), c.peers...), p4), Join: true, Transport: c.net.Transport(p4.RaftAddr), Loopback: lb})
+		Peers: append(append([]statestore.Peer(nil), c.peers...), p4), Join: true, Engine: &replica.Raft{Transport: c.net.Transport(p4.RaftAddr), Loopback: lb}})
 	if err == nil {
 		t.Cleanup(func() { s.Close() })
 	}

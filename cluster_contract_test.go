@@ -63,7 +63,8 @@ func (h *clusterHome) stores(co *statestore.ClusterOptions) {
 	if h.logs[co.NodeID] == nil {
 		h.logs[co.NodeID], h.snaps[co.NodeID] = raft.NewInmemStore(), raft.NewInmemSnapshotStore()
 	}
-	co.LogStore, co.StableStore, co.SnapshotStore = h.logs[co.NodeID], h.logs[co.NodeID], h.snaps[co.NodeID]
+	e := raftOf(co)
+	e.LogStore, e.StableStore, e.SnapshotStore = h.logs[co.NodeID], h.logs[co.NodeID], h.snaps[co.NodeID]
 	// No raft snapshot compacts the log: the whole log is the reference
 	// history a scenario checks the watches against.
 	co.SnapshotThreshold = math.MaxUint32

@@ -20,11 +20,12 @@ import (
 	"github.com/keeppeek/statestore/internal/fault"
 	"github.com/keeppeek/statestore/internal/uring"
 	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/replica/raftlog"
 	"github.com/keeppeek/statestore/watch"
 )
 
-// The cluster tests of the durable default (ClusterOptions.LogStore and
+// The cluster tests of the durable default (replica.Raft's LogStore and
 // StableStore nil): restarts on the same directories, the LOCK, damage in
 // the log, and the fdatasync count.
 
@@ -277,7 +278,7 @@ func TestClusterRestartAllThree(t *testing.T) {
 func TestClusterRestartAfterMembershipChangeWithoutSnapshots(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t, 3, func(co *statestore.ClusterOptions) {
-		co.SnapshotStore = raft.NewInmemSnapshotStore()
+		raftOf(co).SnapshotStore = raft.NewInmemSnapshotStore()
 		co.Join = co.NodeID == "n4"
 	})
 	a := acked{}
@@ -346,7 +347,7 @@ func TestClusterRefusesToOpen(t *testing.T) {
 	id := f.Cluster().NodeID()
 	p := c.peer(id)
 	co := statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: c.peers,
-		Transport: c.net.Transport("raft-second-" + id), Loopback: c.lb}
+		Engine: &replica.Raft{Transport: c.net.Transport("raft-second-" + id), Loopback: c.lb}}
 	t.Run("lock held", func(t *testing.T) {
 		_, err := c.open(p, co, c.clock)
 		if !errors.Is(err, statestore.ErrLocked) || statestore.CodeOf(err) != statestore.Unavailable {

@@ -4,8 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-
+	"github.com/keeppeek/statestore/replica/consensus"
 	"github.com/keeppeek/statestore/watch"
 )
 
@@ -77,8 +76,8 @@ func (c *clusterNode) watchLeaderless() {
 // so.
 func (c *clusterNode) heardLeader(now time.Time) bool {
 	l := &c.less
-	r := c.node.Raft()
-	if r.State() == raft.Leader {
+	r := c.node
+	if r.State() == consensus.Leader {
 		l.heard.Store(now.UnixNano())
 	} else if lc := r.LastContact(); lc.UnixNano() > l.heard.Load() {
 		l.heard.Store(lc.UnixNano())

@@ -121,6 +121,6 @@ func TestClusterLeaderlessAfterRefused(t *testing.T) {
 	dir := t.TempDir()
 	peers := []statestore.Peer{{ID: "a", RaftAddr: "ra", RPCAddr: "pa"}}
 	_, err := statestore.OpenCluster(statestore.Options{Dir: dir}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", RPCAddr: "pa", Peers: peers,
-		LeaderlessAfter: -time.Second, Loopback: replica.NewLoopback(), Transport: replica.NewInmemNetwork().Transport("ra")})
+		LeaderlessAfter: -time.Second, Engine: &replica.Raft{Loopback: replica.NewLoopback(), Transport: replica.NewInmemNetwork().Transport("ra")}})
 	wantCode(t, err, statestore.InvalidArgument, "LeaderlessAfter")
 }

@@ -8,13 +8,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/keeppeek/statestore/internal/disk"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/replica"
-	"github.com/keeppeek/statestore/replica/raftlog"
+	"github.com/keeppeek/statestore/replica/consensus"
 )
 
 // Offline work on a stopped cluster node's directory (kpjournal's compare
@@ -44,10 +41,11 @@ func NewClusterReplay(opts Options) (*ClusterReplay, error) {
 func (r *ClusterReplay) Restore(data io.Reader) error { return r.f.Restore(io.NopCloser(data)) }
 
 // Apply applies one raft entry as a node's state machine does: a store
-// command is decoded and checked record by record; any other type only
-// moves the applied index. A refused entry (an error, the state
-// unchanged) is refused on every node alike.
-func (r *ClusterReplay) Apply(l *raft.Log) error {
+// command (consensus.EntryCommand; replica.EntryOf converts a raft.Log) is
+// decoded and checked record by record; any other type only moves the
+// applied index. A refused entry (an error, the state unchanged) is
+// refused on every node alike.
+func (r *ClusterReplay) Apply(l *consensus.Entry) error {
 	if err, ok := r.f.Apply(l).(error); ok {
 		return err
 	}
@@ -58,20 +56,24 @@ func (r *ClusterReplay) Apply(l *raft.Log) error {
 func (r *ClusterReplay) View() *materialize.View { return r.f.s.home.published() }
 
 // DecodeRaftEntry decodes the journal records one store command (a raft
-// entry of type LogCommand) carries, as every node's state machine does.
+// entry of type LogCommand, consensus.EntryCommand) carries, as every node's state machine does.
 func DecodeRaftEntry(index uint64, data []byte, lim journal.Limits) ([]*journal.Record, error) {
 	return decodeEntry(index, data, lim)
 }
 
-// RecoverCluster is raft's documented recovery for a lost quorum, on the
+// RecoverCluster is the engine's recovery for a lost quorum, on the
 // stopped node in opts.Dir: its log, votes and snapshots with the store's
-// state machine, and peers as the only configuration (raft.RecoverCluster:
-// every entry the node holds is applied, a snapshot of the result is
-// written carrying peers, and the log is emptied). Every node the
-// recovered cluster keeps must be recovered with the same peers before any
-// of them starts. It takes the node's LOCK, so it refuses while a process
-// has the node open.
-func RecoverCluster(opts Options, peers []Peer) error {
+// state machine, and peers as the only configuration (replica.Raft's is
+// raft.RecoverCluster: every entry the node holds is applied, a snapshot
+// of the result is written carrying peers, and the log is emptied). Every
+// node the recovered cluster keeps must be recovered with the same peers
+// before any of them starts. It takes the node's LOCK, so it refuses while
+// a process has the node open. A nil engine is INVALID_ARGUMENT on field
+// "Engine".
+func RecoverCluster(opts Options, peers []Peer, engine consensus.Engine) error {
+	if engine == nil {
+		return newErr(InvalidArgument, "Engine", "recovering a cluster node needs its replication engine (replica.Raft)")
+	}
 	if err := checkRecoveryPeers(peers); err != nil {
 		return err
 	}
@@ -90,45 +92,25 @@ func RecoverCluster(opts Options, peers []Peer) error {
 		return wrapErr(Storage, "LOCK", err)
 	}
 	defer lock.Release()
-	logs, err := raftlog.Open(filepath.Join(s.root, "journal"), raftlog.Options{SegmentSize: opts.SegmentSize, NoSync: opts.NoSync})
-	if err != nil {
-		return wrapErr(Storage, "journal", err)
-	}
-	stable, err := raftlog.OpenStable(filepath.Join(s.root, StableFileName), opts.Faults)
-	if err != nil {
-		logs.Close()
-		return wrapErr(Storage, StableFileName, err)
-	}
-	snaps, err := raft.NewFileSnapshotStore(filepath.Join(s.root, "raft-snapshots"), replica.DefaultSnapshotRetain, io.Discard)
-	if err != nil {
-		logs.Close()
-		return wrapErr(Storage, "raft-snapshots", err)
-	}
 	s.home = &journalBackend{}
 	s.home.view.Store(materialize.New())
-	conf := raft.DefaultConfig()
-	// RecoverCluster only validates the config, which needs some ID; the
-	// node's own is not recorded in its directory, and the new
-	// configuration is all that the recovered log carries.
-	conf.LocalID = raft.ServerID(peers[0].ID)
-	conf.Logger = nil
-	conf.LogOutput = io.Discard
-	var cfg raft.Configuration
+	cfg := consensus.RecoverConfig{
+		Log: consensus.LogOptions{JournalDir: filepath.Join(s.root, "journal"), StableFile: filepath.Join(s.root, StableFileName),
+			SegmentSize: opts.SegmentSize, NoSync: opts.NoSync, Faults: opts.Faults},
+		SnapshotDir: filepath.Join(s.root, "raft-snapshots"),
+	}
 	for _, p := range peers {
-		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		cfg.Peers = append(cfg.Peers, consensus.Peer{ID: p.ID, Addr: p.RaftAddr})
 	}
-	_, trans := raft.NewInmemTransport("")
 	f := &fsm{s: s, changed: make(chan struct{})}
-	rerr := raft.RecoverCluster(conf, f, logs, stable, snaps, trans, cfg)
-	if rerr == nil {
-		s.log.Info("state store: cluster recovered", slog.Int("voters", len(peers)), slog.Uint64("index", f.appliedIndex()))
-	}
-	if err := logs.Close(); rerr == nil && err != nil {
-		rerr = err
+	rerr := engine.Recover(cfg, f)
+	if fe := (*consensus.FileError)(nil); errors.As(rerr, &fe) {
+		return wrapErr(Storage, fe.File, fe.Err)
 	}
 	if rerr != nil {
 		return wrapErr(Storage, "raft", fmt.Errorf("recover the cluster in %s: %w", s.root, rerr))
 	}
+	s.log.Info("state store: cluster recovered", slog.Int("voters", len(peers)), slog.Uint64("index", f.appliedIndex()))
 	return nil
 }
 

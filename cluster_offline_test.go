@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/keeppeek/statestore"
+	"github.com/keeppeek/statestore/replica"
+	"github.com/keeppeek/statestore/replica/consensus"
 )
 
 // RecoverCluster refuses a configuration raft would refuse, and a
@@ -16,20 +16,22 @@ func TestRecoverClusterRefusals(t *testing.T) {
 	t.Parallel()
 	p := func(id, addr string) statestore.Peer { return statestore.Peer{ID: id, RaftAddr: addr} }
 	for _, tc := range []struct {
-		name  string
-		peers []statestore.Peer
-		field string
+		name   string
+		peers  []statestore.Peer
+		field  string
+		engine consensus.Engine
 	}{
-		{"none", nil, "Peers"},
-		{"no id", []statestore.Peer{p("", "a")}, "Peers[0].ID"},
-		{"no address", []statestore.Peer{p("n1", "a"), p("n2", "")}, "Peers[1].RaftAddr"},
-		{"duplicate id", []statestore.Peer{p("n1", "a"), p("n1", "b")}, "Peers[1].ID"},
-		{"duplicate address", []statestore.Peer{p("n1", "a"), p("n2", "a")}, "Peers[1].RaftAddr"},
-		{"not a cluster node", []statestore.Peer{p("n1", "a")}, "Dir"},
+		{"no engine", []statestore.Peer{p("n1", "a")}, "Engine", nil},
+		{"none", nil, "Peers", &replica.Raft{}},
+		{"no id", []statestore.Peer{p("", "a")}, "Peers[0].ID", &replica.Raft{}},
+		{"no address", []statestore.Peer{p("n1", "a"), p("n2", "")}, "Peers[1].RaftAddr", &replica.Raft{}},
+		{"duplicate id", []statestore.Peer{p("n1", "a"), p("n1", "b")}, "Peers[1].ID", &replica.Raft{}},
+		{"duplicate address", []statestore.Peer{p("n1", "a"), p("n2", "a")}, "Peers[1].RaftAddr", &replica.Raft{}},
+		{"not a cluster node", []statestore.Peer{p("n1", "a")}, "Dir", &replica.Raft{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := statestore.RecoverCluster(statestore.Options{Dir: t.TempDir()}, tc.peers)
+			err := statestore.RecoverCluster(statestore.Options{Dir: t.TempDir()}, tc.peers, tc.engine)
 			var se *statestore.Error
 			if !errors.As(err, &se) || se.Code != statestore.InvalidArgument || se.Field != tc.field {
 				t.Fatalf("RecoverCluster = %v, want INVALID_ARGUMENT naming %s", err, tc.field)
@@ -47,10 +49,10 @@ func TestClusterReplayRefusesWhatTheNodeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := rp.View()
-	if err := rp.Apply(&raft.Log{Index: 1, Type: raft.LogNoop}); err != nil {
+	if err := rp.Apply(&consensus.Entry{Index: 1, Type: consensus.EntryOther}); err != nil {
 		t.Fatalf("a no-op: %v", err)
 	}
-	err = rp.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte("not a batch")})
+	err = rp.Apply(&consensus.Entry{Index: 2, Type: consensus.EntryCommand, Data: []byte("not a batch")})
 	var ee *statestore.EntryError
 	if !errors.As(err, &ee) || ee.Index != 2 {
 		t.Fatalf("a command that does not decode: %v, want an *EntryError at index 2", err)

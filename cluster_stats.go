@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/keeppeek/statestore/replica/consensus"
 )
 
 // A node's raft state for operators (Cluster.Stats). Raft tells a node its
@@ -56,7 +56,7 @@ type ClusterStats struct {
 	// on the leader, negative when it never has since it started.
 	LastContact time.Duration
 	// LeaderChanges counts the leaders this node learned of since it
-	// started, after knowing none or another (replica.Node.LeaderChanges).
+	// started, after knowing none or another (consensus.Node.LeaderChanges).
 	LeaderChanges uint64
 	// SnapshotsTaken counts the raft snapshots this node wrote of its own
 	// state (raft's threshold, Store.Checkpoint, a membership change);
@@ -134,8 +134,8 @@ type progress struct {
 
 // lastContact is how long ago this node heard from a leader: 0 on the
 // leader, negative when never.
-func lastContact(r *raft.Raft, now time.Time) time.Duration {
-	if r.State() == raft.Leader {
+func lastContact(r consensus.Node, now time.Time) time.Duration {
+	if r.State() == consensus.Leader {
 		return 0
 	}
 	lc := r.LastContact()
@@ -155,7 +155,7 @@ func (c *clusterNode) kickProgress() {
 
 // answerProgress is the peer side of verbProgress.
 func (c *clusterNode) answerProgress() progressAnswer {
-	r := c.node.Raft()
+	r := c.node
 	return progressAnswer{Applied: c.fsm.appliedIndex(), LastIndex: r.LastIndex(), Term: r.CurrentTerm(),
 		ContactNs: int64(lastContact(r, time.Now()))}
 }
@@ -174,7 +174,7 @@ func (c *clusterNode) pollProgress() {
 		case <-t.C:
 		case <-c.prog.kick:
 		}
-		if c.node.Raft().State() == raft.Leader {
+		if c.node.State() == consensus.Leader {
 			c.askProgress()
 		}
 	}
@@ -233,16 +233,16 @@ func (c *clusterNode) askProgress() {
 // takes no lock a write takes.
 func (cl *Cluster) Stats() ClusterStats {
 	c := cl.c
-	r := c.node.Raft()
+	r := c.node
 	now := time.Now()
 	st := ClusterStats{
-		NodeID: c.self, State: strings.ToLower(r.State().String()), Term: r.CurrentTerm(),
+		NodeID: c.self, State: r.State().String(), Term: r.CurrentTerm(),
 		CommitIndex: r.CommitIndex(), AppliedIndex: c.fsm.appliedIndex(), LastLogIndex: r.LastIndex(),
 		LastContact: lastContact(r, now), LeaderChanges: c.node.LeaderChanges(),
 		SnapshotsTaken: c.prog.taken.Load(), SnapshotsInstalled: c.prog.installed.Load(),
 	}
 	st.Leader, _ = c.node.Leader()
-	if r.State() != raft.Leader {
+	if r.State() != consensus.Leader {
 		return st
 	}
 	members, err := c.node.Members()
@@ -292,7 +292,7 @@ type statsAnswer struct {
 // answerStats is the peer side of verbStats: only the leader knows its
 // followers' progress, so another node refuses as not the leader.
 func (c *clusterNode) answerStats() statsAnswer {
-	if c.node.Raft().State() != raft.Leader {
+	if c.node.State() != consensus.Leader {
 		return statsAnswer{Err: &fwdError{Code: Unavailable, Field: "leader", Message: c.self + " is not the leader", NotApplied: true}}
 	}
 	st := (&Cluster{c: c}).Stats()
@@ -305,7 +305,7 @@ func (c *clusterNode) answerStats() statsAnswer {
 // is known or the leader does not answer as one.
 func (cl *Cluster) LeaderStats(ctx context.Context) (ClusterStats, error) {
 	c := cl.c
-	if c.node.Raft().State() == raft.Leader {
+	if c.node.State() == consensus.Leader {
 		return cl.Stats(), nil
 	}
 	id, _ := c.node.Leader()

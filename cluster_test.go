@@ -105,10 +105,13 @@ func newTestClusterOpts(t testing.TB, n int, clocks map[string]*clock.Fake, opts
 	return c
 }
 
+// raftOf is co's engine, for a test's mod to set its stores.
+func raftOf(co *statestore.ClusterOptions) *replica.Raft { return co.Engine.(*replica.Raft) }
+
 func (c *testCluster) start(p statestore.Peer) {
 	c.t.Helper()
 	co := statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: c.peers,
-		Transport: c.net.Transport(p.RaftAddr), Loopback: c.lb}
+		Engine: &replica.Raft{Transport: c.net.Transport(p.RaftAddr), Loopback: c.lb}}
 	for _, m := range c.mod {
 		m(&co)
 	}
@@ -600,10 +603,14 @@ func TestOpenClusterRefusals(t *testing.T) {
 		field string
 	}{
 		{"settings", statestore.Options{Settings: "config.toml"}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", RPCAddr: "pa", Peers: peers}, "Settings"},
-		{"no rpc address", statestore.Options{}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", Peers: peers}, "RPCAddr"},
-		{"peer without rpc", statestore.Options{}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", RPCAddr: "pa", Peers: []statestore.Peer{{ID: "a", RaftAddr: "ra"}}}, "Peers[0].RPCAddr"},
+		{"no engine", statestore.Options{}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", RPCAddr: "pa", Peers: peers}, "Engine"},
+		{"no rpc address", statestore.Options{}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", Peers: peers, Engine: &replica.Raft{}}, "RPCAddr"},
+		{"peer without rpc", statestore.Options{}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", RPCAddr: "pa",
+			Peers: []statestore.Peer{{ID: "a", RaftAddr: "ra"}}, Engine: &replica.Raft{}}, "Peers[0].RPCAddr"},
 		{"not among peers", statestore.Options{}, statestore.ClusterOptions{NodeID: "b", RaftAddr: "rb", RPCAddr: "pb", Peers: peers,
-			Loopback: replica.NewLoopback(), Transport: replica.NewInmemNetwork().Transport("rb")}, "Peers"},
+			Engine: &replica.Raft{Loopback: replica.NewLoopback(), Transport: replica.NewInmemNetwork().Transport("rb")}}, "Peers"},
+		{"half a log override", statestore.Options{}, statestore.ClusterOptions{NodeID: "a", RaftAddr: "ra", RPCAddr: "pa", Peers: peers,
+			Engine: &replica.Raft{LogStore: raft.NewInmemStore(), Loopback: replica.NewLoopback(), Transport: replica.NewInmemNetwork().Transport("ra")}}, "LogStore"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.Dir = t.TempDir()
@@ -657,7 +664,7 @@ func testClusterOverTCP(t *testing.T, tc *tls.Config) {
 	var nodes []*statestore.Store
 	for _, p := range peers {
 		s, err := statestore.OpenCluster(statestore.Options{Dir: t.TempDir(), Clock: fc},
-			statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: peers, TLS: tc})
+			statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: peers, Engine: &replica.Raft{TLS: tc}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -720,7 +727,8 @@ func TestClusterLeaderLogFailureIsStorage(t *testing.T) {
 		mu.Lock()
 		logs[co.NodeID] = l
 		mu.Unlock()
-		co.LogStore, co.StableStore = l, l.InmemStore
+		e := raftOf(co)
+		e.LogStore, e.StableStore = l, l.InmemStore
 	})
 	l := c.leader()
 	if _, err := clusterPut(l, "before", 1, statestore.Expect{}); err != nil {

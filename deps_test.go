@@ -2,6 +2,7 @@ package statestore_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,6 +57,34 @@ func TestNoJSONSchemaEngineLinked(t *testing.T) {
 	for _, p := range strings.Fields(string(out)) {
 		if strings.HasPrefix(p, "github.com/santhosh-tekuri/jsonschema") {
 			t.Errorf("the root package or schema depends on %s", p)
+		}
+	}
+}
+
+// TestRootLinksNoReplicationEngine pins that the root package links no
+// replication engine and no network stack (issue 30): cluster mode talks
+// to package replica/consensus only, and hashicorp/raft with its transports
+// (go-msgpack's text/template and net/rpc, go-metrics' net/http, hclog),
+// crypto/tls and net come with package replica, which only an embedder of
+// cluster mode imports.
+func TestRootLinksNoReplicationEngine(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go binary: %v", err)
+	}
+	out, err := exec.Command("go", "list", "-deps", "github.com/keeppeek/statestore").Output()
+	if err != nil {
+		t.Fatalf("go list -deps github.com/keeppeek/statestore: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/keeppeek/statestore/replica/consensus") {
+		t.Fatalf("go list -deps did not list replica/consensus, which cluster mode talks to: %q", out)
+	}
+	forbidden := []string{"crypto/tls", "net", "net/http", "net/rpc", "text/template",
+		"github.com/keeppeek/statestore/replica", "github.com/keeppeek/statestore/replica/raftlog"}
+	for _, p := range deps {
+		if strings.HasPrefix(p, "github.com/hashicorp/") || slices.Contains(forbidden, p) {
+			t.Errorf("the root package depends on %s", p)
 		}
 	}
 }

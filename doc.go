@@ -159,8 +159,12 @@
 //
 // # Cluster mode
 //
-// OpenCluster opens the same *Store as one node of a raft group (package
-// replica; cluster.go, fsm.go): the leader admits as above and proposes
+// OpenCluster opens the same *Store as one node of a raft group
+// (cluster.go, fsm.go), driven through the engine-neutral contract of
+// package replica/consensus; ClusterOptions.Engine is the engine, package
+// replica's Raft for hashicorp/raft. This package imports neither: a
+// program that embeds a single store links no raft, no net and no
+// crypto/tls. The leader admits as above and proposes
 // each group-commit batch as one raft entry of journal frames instead of
 // writing the journal; every node's state machine checks the records as
 // replay does and publishes them to its view and watches; followers
@@ -184,7 +188,7 @@
 // same directory it replays its log to the persisted commit index before
 // any leader is known (replica's restart.go, with the two traps of
 // hashicorp/raft's replay stepped around), and Close persists the index
-// it applied. ClusterOptions.LogStore and StableStore override the pair.
+// it applied. replica.Raft's LogStore and StableStore override the pair.
 //
 // # Invariants
 //
@@ -315,6 +319,15 @@
 //     term it will never lead.
 //     Code: clusterNode.write, clusterNode.handle.
 //     Tests: TestForwardedWriteAtANonLeaderIsNotAppliedAtOnce.
+//  19. The package links no replication engine and no network stack:
+//     cluster mode talks to replica/consensus only (its Node, FSM, Future
+//     and Engine), and the engine arrives through ClusterOptions.Engine,
+//     so github.com/hashicorp/*, net, net/http, net/rpc, crypto/tls and
+//     text/template are not among its dependencies (issue 30: a
+//     single-node embedder paid 3 MB resident for them).
+//     Code: ClusterOptions, OpenCluster, RecoverCluster, clusterNode, raftOutcome,
+//     consensus.Engine, consensus.Node.
+//     Tests: TestRootLinksNoReplicationEngine, consensus.TestContractLinksNoEngine.
 //
 // # Full disk
 //

@@ -12,12 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
-	"github.com/keeppeek/statestore/replica"
+	"github.com/keeppeek/statestore/replica/consensus"
 )
 
 // A raft entry of the store is one group-commit batch: entryMagic, the
@@ -118,13 +116,13 @@ type fsm struct {
 }
 
 // Apply applies one committed entry.
-func (f *fsm) Apply(l *raft.Log) any {
+func (f *fsm) Apply(l *consensus.Entry) any {
 	if f.feed(l.Index) {
 		// Already applied: raft replays the entries after a snapshot
 		// Restore kept this node's newer state from (see Restore).
 		return nil
 	}
-	if l.Type != raft.LogCommand {
+	if l.Type != consensus.EntryCommand {
 		f.advance(l.Index, 0)
 		return nil
 	}
@@ -222,7 +220,7 @@ func (f *fsm) progress() (uint64, <-chan struct{}) {
 }
 
 // Snapshot captures the published view: O(1), the view is immutable.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+func (f *fsm) Snapshot() (consensus.Snapshot, error) {
 	f.mu.Lock()
 	fed, applied := f.fed, f.applied
 	f.mu.Unlock()
@@ -279,19 +277,17 @@ type fsmSnapshot struct {
 	taken  *atomic.Uint64 // counts the snapshots persisted (Cluster.Stats)
 }
 
-// Persist writes the checkpoint image of the view to sink.
-func (sn *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := checkpoint.Encode(sink, sn.v, sn.index, sn.timeMs); err != nil {
-		sink.Cancel()
-		return err
-	}
-	if err := sink.Close(); err != nil {
-		return err
-	}
+// Persist writes the checkpoint image of the view to w.
+func (sn *fsmSnapshot) Persist(w io.Writer) error {
+	_, err := checkpoint.Encode(w, sn.v, sn.index, sn.timeMs)
+	return err
+}
+
+// Persisted counts the snapshot once the engine made it durable.
+func (sn *fsmSnapshot) Persisted() {
 	if sn.taken != nil {
 		sn.taken.Add(1)
 	}
-	return nil
 }
 
 // Release has nothing to free: the view is garbage once unreferenced.
@@ -303,7 +299,7 @@ func (sn *fsmSnapshot) Release() {}
 type raftLog struct {
 	c        *clusterNode
 	mu       sync.Mutex
-	futures  map[uint64]raft.ApplyFuture // by the batch's last pipeline index
+	futures  map[uint64]consensus.Future // by the batch's last pipeline index
 	outcomes map[uint64]error
 	durable  uint64
 }
@@ -313,7 +309,7 @@ func (l *raftLog) Write(recs []*journal.Record, first uint64) error {
 	if err != nil {
 		return err
 	}
-	f := l.c.node.Raft().Apply(data, l.c.wait)
+	f := l.c.node.Apply(data, l.c.wait)
 	l.mu.Lock()
 	l.futures[first+uint64(len(recs))-1] = f
 	l.mu.Unlock()
@@ -329,7 +325,7 @@ func (l *raftLog) Sync(upTo uint64, _ bool) error {
 		}
 	}
 	slices.Sort(keys)
-	fs := make([]raft.ApplyFuture, len(keys))
+	fs := make([]consensus.Future, len(keys))
 	for i, k := range keys {
 		fs[i] = l.futures[k]
 		delete(l.futures, k)
@@ -370,8 +366,10 @@ func (l *raftLog) Durable() uint64 {
 
 func (l *raftLog) Poll() {}
 
-// raftOutcome maps an Apply future's end to the store's answer.
-func raftOutcome(f raft.ApplyFuture) error {
+// raftOutcome maps an Apply future's end to the store's answer, by the
+// outcome the engine marked its error with (consensus.ErrNotLeader,
+// consensus.ErrOutcomeUnknown).
+func raftOutcome(f consensus.Future) error {
 	err := f.Error()
 	if err == nil {
 		if rerr, ok := f.Response().(error); ok && rerr != nil {
@@ -380,10 +378,9 @@ func raftOutcome(f raft.ApplyFuture) error {
 		return nil
 	}
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+	case errors.Is(err, consensus.ErrNotLeader):
 		return notApplied("%v", err)
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+	case errors.Is(err, consensus.ErrOutcomeUnknown):
 		return &Error{Code: Unavailable, Field: "commit", Message: "leadership was lost before the batch was known committed: the outcome is unknown (" + err.Error() + ")", Err: err}
 	}
 	return &Error{Code: Storage, Field: "raft log", Message: err.Error(), Err: err}
@@ -475,8 +472,8 @@ func (c *clusterNode) forward(ctx context.Context, id string, req *fwdRequest) (
 	}
 	out, err := c.caller.Call(ctx, addr, encodeForward(req))
 	if err != nil {
-		var ne *replica.NotSentError
-		if errors.As(err, &ne) || errors.Is(err, replica.ErrNoPeer) {
+		var ne *consensus.NotSentError
+		if errors.As(err, &ne) || errors.Is(err, consensus.ErrNoPeer) {
 			return resp, false, wrapErr(Unavailable, "leader", err)
 		}
 		if req.Verb == verbReadIndex {

@@ -65,7 +65,7 @@ func TestEntryCodec(t *testing.T) {
 	}
 }
 
-// fakeFuture is a finished raft.ApplyFuture.
+// fakeFuture is a finished consensus.Future.
 type fakeFuture struct {
 	err  error
 	resp any
@@ -90,11 +90,12 @@ func TestRaftOutcome(t *testing.T) {
 	}{
 		{name: "applied", f: fakeFuture{}, wantOK: true},
 		{name: "refused by the state machine", f: fakeFuture{resp: errors.New("revision 3 after 5")}, code: Unavailable, field: "leader", retry: true},
-		{name: "not leader", f: fakeFuture{err: raft.ErrNotLeader}, code: Unavailable, field: "leader", retry: true},
-		{name: "enqueue timeout", f: fakeFuture{err: raft.ErrEnqueueTimeout}, code: Unavailable, field: "leader", retry: true},
-		{name: "transfer", f: fakeFuture{err: raft.ErrLeadershipTransferInProgress}, code: Unavailable, field: "leader", retry: true},
-		{name: "leadership lost", f: fakeFuture{err: raft.ErrLeadershipLost}, code: Unavailable, field: "commit"},
-		{name: "shutdown", f: fakeFuture{err: raft.ErrRaftShutdown}, code: Unavailable, field: "commit"},
+		{name: "not leader", f: fakeFuture{err: replica.MapError(raft.ErrNotLeader)}, code: Unavailable, field: "leader", retry: true},
+		{name: "enqueue timeout", f: fakeFuture{err: replica.MapError(raft.ErrEnqueueTimeout)}, code: Unavailable, field: "leader", retry: true},
+		{name: "transfer", f: fakeFuture{err: replica.MapError(raft.ErrLeadershipTransferInProgress)}, code: Unavailable, field: "leader", retry: true},
+		{name: "leadership lost", f: fakeFuture{err: replica.MapError(raft.ErrLeadershipLost)}, code: Unavailable, field: "commit"},
+		{name: "shutdown", f: fakeFuture{err: replica.MapError(raft.ErrRaftShutdown)}, code: Unavailable, field: "commit"},
+		{name: "aborted by restore", f: fakeFuture{err: replica.MapError(raft.ErrAbortedByRestore)}, code: Unavailable, field: "leader", retry: true},
 		{name: "log failure", f: fakeFuture{err: errors.New("write raft log: no space left on device")}, code: Storage, field: "raft log"},
 	} {
 		err := raftOutcome(tc.f)
@@ -129,7 +130,7 @@ func TestFSMRefusesABadEntryOnEveryNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := l.cluster.node.Raft().Apply(bad, time.Second)
+	f := l.cluster.node.Apply(bad, time.Second)
 	if err := f.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func openInmemCluster(t *testing.T, opts ...func(id string, o *Options)) (nodes 
 			f(p.ID, &o)
 		}
 		s, err := OpenCluster(o, ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr,
-			Peers: peers, Transport: network.Transport(p.RaftAddr), Loopback: lb})
+			Peers: peers, Engine: &replica.Raft{Transport: network.Transport(p.RaftAddr), Loopback: lb}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +293,7 @@ func TestForwardedWriteIsValidatedOnce(t *testing.T) {
 	}
 }
 
-// memSink is a raft.SnapshotSink into memory.
+// memSink is a snapshot sink into memory.
 type memSink struct{ bytes.Buffer }
 
 func (*memSink) ID() string    { return "mem" }
@@ -317,8 +318,10 @@ func TestFSMNeverGoesBack(t *testing.T) {
 	t.Parallel()
 	network, lb := replica.NewInmemNetwork(), replica.NewLoopback()
 	peers := []Peer{{ID: "a", RaftAddr: "raft-a", RPCAddr: "rpc-a"}}
+	// The test's own log, to read back the entry raft replays.
+	mem := raft.NewInmemStore()
 	s, err := OpenCluster(Options{Dir: t.TempDir()}, ClusterOptions{NodeID: "a", RaftAddr: "raft-a", RPCAddr: "rpc-a",
-		Peers: peers, Transport: network.Transport("raft-a"), Loopback: lb})
+		Peers: peers, Engine: &replica.Raft{LogStore: mem, StableStore: mem, SnapshotStore: raft.NewInmemSnapshotStore(), Transport: network.Transport("raft-a"), Loopback: lb}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +356,7 @@ func TestFSMNeverGoesBack(t *testing.T) {
 	e3 := put()
 	applied := f.appliedIndex()
 	var replay raft.Log
-	if err := s.cluster.logs.GetLog(applied, &replay); err != nil {
+	if err := mem.GetLog(applied, &replay); err != nil {
 		t.Fatal(err)
 	}
 	msgs := make(msgSink, 64)
@@ -374,7 +377,7 @@ func TestFSMNeverGoesBack(t *testing.T) {
 	if _, err := f.Snapshot(); err == nil {
 		t.Fatal("a snapshot while raft replays below the applied index: raft would label it with the older index")
 	}
-	if r := f.Apply(&replay); r != nil {
+	if r := f.Apply(replica.EntryOf(&replay)); r != nil {
 		t.Fatalf("the replayed entry %d: %v", replay.Index, r)
 	}
 	if got, err := s.Get(StaleOK(context.Background()), p, "group/g", "k"); err != nil || got.Revision != e3.Revision {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/keeppeek/statestore/checkpoint"
 	"github.com/keeppeek/statestore/clock"
 	"github.com/keeppeek/statestore/internal/disk"
@@ -20,6 +18,7 @@ import (
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
 	"github.com/keeppeek/statestore/quota"
+	"github.com/keeppeek/statestore/replica/consensus"
 	"github.com/keeppeek/statestore/schema"
 	"github.com/keeppeek/statestore/watch"
 )
@@ -147,6 +146,11 @@ func (s *Store) Close() error {
 	var err error
 	if s.cluster != nil && s.cluster.logs != nil {
 		err = s.cluster.closeLog()
+		if s.cluster.logs.Journal() == nil {
+			// The engine keeps its log elsewhere: the store's own
+			// journal is open beside it.
+			err = errors.Join(err, s.jnl.Close())
+		}
 	} else {
 		err = s.jnl.Close()
 	}
@@ -468,7 +472,7 @@ func (s *Store) Checkpoint() error {
 		if err := s.checkOpen(); err != nil {
 			return err
 		}
-		if err := s.cluster.node.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		if err := s.cluster.node.Snapshot(); err != nil && !errors.Is(err, consensus.ErrNothingNewToSnapshot) {
 			return wrapErr(Storage, "raft snapshot", err)
 		}
 		return nil

@@ -4,9 +4,16 @@
 // or in memory for tests), the stores, the bootstrap of a fresh cluster,
 // membership and leadership calls (Node), and a small request/answer
 // channel for the store's own peer calls, forwarded writes and read
-// indexes (RPCServer, TCPCaller, Loopback). It knows nothing of the
-// store: the root package is the state machine and says what the calls
-// carry.
+// indexes (RPCServer, TCPCaller, Loopback). Raft is all of it as a
+// replication engine of package replica/consensus, the contract the root
+// package talks to: Raft (statestore.ClusterOptions.Engine) opens the
+// node's log (raftlog's in the store's journal, or the stores it was
+// given), starts a Node, which implements consensus.Node with raft's
+// errors marked by outcome (MapError), serves the peer calls and runs
+// raft's offline recovery. It knows nothing of the store: the root package
+// is the state machine and says what the calls carry, and it imports no
+// package of this one, so only a program that opens a cluster links raft,
+// net and crypto/tls.
 //
 // # How the cluster works
 //
@@ -85,7 +92,7 @@
 //	for _, p := range peers {
 //		s, err := statestore.OpenCluster(statestore.Options{Dir: t.TempDir(), Clock: clk},
 //			statestore.ClusterOptions{NodeID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr, Peers: peers,
-//				Transport: net.Transport(p.RaftAddr), Loopback: lb})
+//				Engine: &replica.Raft{Transport: net.Transport(p.RaftAddr), Loopback: lb}})
 //		// ...
 //	}
 //	<-s.Cluster().Ready() // on each node: a leader known, the local state caught up
@@ -97,12 +104,12 @@
 // directory, its term and vote raftlog's StableStore beside it, its
 // snapshots in raft-snapshots, so Close then OpenCluster on the same Dir
 // restarts a node (it replays its log to the persisted commit index before
-// a leader is known, see restart.go). Give ClusterOptions.LogStore and
-// StableStore both (raft.InmemStore) for a node that keeps nothing across
-// a restart. Raft runs on real time (its timeouts), the store
+// a leader is known, see restart.go). Give Raft.LogStore and StableStore
+// both (raft.InmemStore, with Raft.SnapshotStore) for a node that keeps
+// nothing across a restart. Raft runs on real time (its timeouts), the store
 // on the fake clock: advancing the clock expires leases at the leader.
-// Over TCP, leave Transport and Loopback nil and give 127.0.0.1 addresses
-// (TestClusterOverTCP). The root package's contract and scenario tests
+// Over TCP, leave Raft's Transport and Loopback nil and give 127.0.0.1
+// addresses (TestClusterOverTCP). The root package's contract and scenario tests
 // run against such a cluster's leader and one of its followers as homes
 // "cluster-leader" and "cluster-follower" (cluster_contract_test.go),
 // each node on raft stores the test keeps, so a node closed and opened
@@ -189,4 +196,14 @@
 //     Code: Transport.AppendEntriesPipeline, relayPipeline.relay, MaxRPCsInFlight.
 //     Tests: TestPipelineSendAfterStaleTermFails, TestLeaderLosingTermOnPipelineShutsDown,
 //     statestore.TestClusterOverTCP.
+//  12. Raft keeps the store's contract with the engine (replica/consensus):
+//     raft's errors reach the store marked with the outcome it tells apart
+//     (not applied anywhere, outcome unknown, nothing new to snapshot),
+//     raft's message and sentinel kept; a snapshot counts as persisted
+//     only once raft's sink closed without error; the default log is
+//     raftlog's in the store's journal and Close stages the applied index
+//     into it; half a log override is refused naming LogStore.
+//     Code: MapError, applyFuture.Error, raftSnapshot.Persist, Raft.OpenLog, nodeLog.Close, Raft.Start.
+//     Tests: TestMapError, TestRaftSnapshotPersist, TestRaftOpenLog, TestRaftEngineNode,
+//     TestRaftServeRPCLoopback, statestore.TestRaftOutcome.
 package replica

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/keeppeek/statestore/replica/consensus"
 )
 
 // Default timeouts: the measurements (a leader kill stalled writes
@@ -27,11 +29,9 @@ const (
 	DefaultSnapshotRetain = 2
 )
 
-// Peer is one member of the initial configuration.
-type Peer struct {
-	ID   string // unique forever: a wiped node rejoins under a new ID
-	Addr string // its raft address
-}
+// Peer is one member of the initial configuration (consensus.Peer): its
+// ID, unique forever, and its raft address.
+type Peer = consensus.Peer
 
 // Config configures one node.
 type Config struct {
@@ -137,14 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// ConfigError is a Config that cannot start a node, naming the field.
-type ConfigError struct {
-	Field  string
-	Reason string
-}
-
-// Error names the field and the reason.
-func (e *ConfigError) Error() string { return fmt.Sprintf("replica config %s: %s", e.Field, e.Reason) }
+// ConfigError is a Config that cannot start a node, naming the field
+// (consensus.ConfigError).
+type ConfigError = consensus.ConfigError
 
 // Node is one started raft node.
 type Node struct {
@@ -300,12 +295,8 @@ func (n *Node) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
-// Member is one server of the current configuration.
-type Member struct {
-	ID    string
-	Addr  string
-	Voter bool
-}
+// Member is one server of the current configuration (consensus.Member).
+type Member = consensus.Member
 
 // Members returns the current configuration.
 func (n *Node) Members() ([]Member, error) {
@@ -322,23 +313,23 @@ func (n *Node) Members() ([]Member, error) {
 
 // AddVoter adds (or promotes) a voter; only the leader can.
 func (n *Node) AddVoter(id, addr string, timeout time.Duration) error {
-	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error()
+	return MapError(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error())
 }
 
 // RemoveServer removes a server from the configuration; only the leader can.
 func (n *Node) RemoveServer(id string, timeout time.Duration) error {
-	return n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error()
+	return MapError(n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error())
 }
 
 // TransferLeadership hands leadership to id, or to the most caught-up
 // follower when id is "".
 func (n *Node) TransferLeadership(id string) error {
 	if id == "" {
-		return n.raft.LeadershipTransfer().Error()
+		return MapError(n.raft.LeadershipTransfer().Error())
 	}
 	for _, m := range mustMembers(n) {
 		if m.ID == id {
-			return n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(m.Addr)).Error()
+			return MapError(n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(m.Addr)).Error())
 		}
 	}
 	return fmt.Errorf("replica: no member %q to transfer leadership to", id)

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/keeppeek/statestore/replica/consensus"
 )
 
 // The store's own peer calls (a forwarded write, a read index) travel on a
@@ -21,17 +23,16 @@ import (
 // never makes a peer allocate without bound.
 const MaxMessage = 64 << 20
 
-// Handler answers one request from a peer.
-type Handler func(ctx context.Context, req []byte) ([]byte, error)
+// Handler answers one request from a peer (consensus.Handler).
+type Handler = consensus.Handler
 
-// Caller sends a request to the peer at addr and returns its answer.
-type Caller interface {
-	Call(ctx context.Context, addr string, req []byte) ([]byte, error)
-}
+// Caller sends a request to the peer at addr and returns its answer
+// (consensus.Caller).
+type Caller = consensus.Caller
 
 // ErrNoPeer is a Call to an address nobody serves (a Loopback with no
-// handler registered there).
-var ErrNoPeer = errors.New("replica: no peer at that address")
+// handler registered there): consensus.ErrNoPeer.
+var ErrNoPeer = consensus.ErrNoPeer
 
 // Loopback is an in-process Caller: the test hook for a cluster in one
 // process, each node registering its handler under its address.
@@ -298,17 +299,9 @@ func (t *TCPCaller) Close() error {
 }
 
 // NotSentError is a Call that failed before its request could reach the
-// peer (the dial failed): safe to retry, unlike a failure after sending.
-type NotSentError struct {
-	Addr string
-	Err  error
-}
-
-// Error names the address and the dial's failure.
-func (e *NotSentError) Error() string { return fmt.Sprintf("replica rpc dial %s: %v", e.Addr, e.Err) }
-
-// Unwrap returns the dial's error.
-func (e *NotSentError) Unwrap() error { return e.Err }
+// peer (the dial failed): safe to retry, unlike a failure after sending
+// (consensus.NotSentError).
+type NotSentError = consensus.NotSentError
 
 // RemoteError is a handler's error, relayed.
 type RemoteError struct {

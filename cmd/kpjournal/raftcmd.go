@@ -16,6 +16,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/journal"
 	"github.com/keeppeek/statestore/materialize"
+	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/replica/raftlog"
 )
 
@@ -521,7 +522,7 @@ func runRecoverCluster(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Fail(exitUsage, "--peers %v", err)
 	}
-	if err := statestore.RecoverCluster(statestore.Options{Dir: c.dir, Limits: c.limits, Schemas: c.reg}, peers); err != nil {
+	if err := statestore.RecoverCluster(statestore.Options{Dir: c.dir, Limits: c.limits, Schemas: c.reg}, peers, &replica.Raft{}); err != nil {
 		return c.Fail(exitUsage, "%v", err)
 	}
 	rep := struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/recovery"
 	"github.com/keeppeek/statestore/journal"
+	"github.com/keeppeek/statestore/replica"
 	"github.com/keeppeek/statestore/replica/raftlog"
 )
 
@@ -261,7 +262,7 @@ func rebuildImage(root string, opts statestore.Options, lim journal.Limits, at u
 			l := raft.Log{Index: e.Index, Term: e.Term, Type: e.Type, Data: bytes.Clone(e.Data)}
 			// A refused entry leaves the state as it leaves it on every
 			// node, so the walk goes on.
-			_ = rp.Apply(&l)
+			_ = rp.Apply(replica.EntryOf(&l))
 			return nil
 		}, func(p problem) error { return fmt.Errorf("%s", p) })
 	}

@@ -69,7 +69,7 @@ func (tn *testNodes) open(id string, peers []statestore.Peer) *statestore.Store 
 	}
 	s, err := statestore.OpenCluster(statestore.Options{Dir: tn.dirs[id], Clock: tn.clk, Schemas: schema.NewRegistry()},
 		statestore.ClusterOptions{NodeID: id, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers,
-			Transport: tn.net.Transport(self.RaftAddr), Loopback: tn.lb})
+			Engine: &replica.Raft{Transport: tn.net.Transport(self.RaftAddr), Loopback: tn.lb}})
 	if err != nil {
 		tn.t.Fatalf("open %s: %v", id, err)
 	}
@@ -519,7 +519,7 @@ func TestRecoverClusterRefusals(t *testing.T) {
 			t.Errorf("%v on a live node: exit %d, %s", args, code, errs)
 		}
 	}
-	if err := statestore.RecoverCluster(statestore.Options{Dir: dir}, []statestore.Peer{{ID: "n1", RaftAddr: "raft-n1"}}); statestore.CodeOf(err) != statestore.Unavailable || !strings.Contains(err.Error(), "running process") {
+	if err := statestore.RecoverCluster(statestore.Options{Dir: dir}, []statestore.Peer{{ID: "n1", RaftAddr: "raft-n1"}}, &replica.Raft{}); statestore.CodeOf(err) != statestore.Unavailable || !strings.Contains(err.Error(), "running process") {
 		t.Errorf("RecoverCluster on a live node: %v", err)
 	}
 	tn.settle()
@@ -584,8 +584,8 @@ func holdNodeChild() (bool, int) {
 	net := replica.NewInmemNetwork()
 	s, err := statestore.OpenCluster(statestore.Options{Dir: dir, Schemas: schema.NewRegistry()},
 		statestore.ClusterOptions{NodeID: "n1", RaftAddr: "raft-n1", RPCAddr: "rpc-n1",
-			Peers:     []statestore.Peer{{ID: "n1", RaftAddr: "raft-n1", RPCAddr: "rpc-n1"}},
-			Transport: net.Transport("raft-n1"), Loopback: replica.NewLoopback()})
+			Peers:  []statestore.Peer{{ID: "n1", RaftAddr: "raft-n1", RPCAddr: "rpc-n1"}},
+			Engine: &replica.Raft{Transport: net.Transport("raft-n1"), Loopback: replica.NewLoopback()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return true, exitUsage

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/internal/rules"
+	"github.com/keeppeek/statestore/replica"
 )
 
 // clusterSection is [cluster]: this node, the initial members, and the
@@ -229,10 +230,11 @@ func (cs *clusterSection) loadTLS(file string) (*tls.Config, error) {
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
 }
 
-// options is [cluster] as OpenCluster takes it. LogStore and StableStore
-// stay nil: the store's default raft log.
+// options is [cluster] as OpenCluster takes it, on hashicorp/raft
+// (replica.Raft) over TCP, over mutual TLS with tc ([cluster.tls]). Its
+// LogStore and StableStore stay nil: the store's default raft log.
 func (cs *clusterSection) options(tc *tls.Config) statestore.ClusterOptions {
-	co := statestore.ClusterOptions{NodeID: cs.NodeID, RaftAddr: cs.RaftListen, RPCAddr: cs.RPCListen, Join: cs.Join, TLS: tc,
+	co := statestore.ClusterOptions{NodeID: cs.NodeID, RaftAddr: cs.RaftListen, RPCAddr: cs.RPCListen, Join: cs.Join, Engine: &replica.Raft{TLS: tc},
 		HeartbeatTimeout: time.Duration(cs.HeartbeatTimeout), ElectionTimeout: time.Duration(cs.ElectionTimeout),
 		LeaderLeaseTimeout: time.Duration(cs.LeaderLeaseTimeout), CommitTimeout: time.Duration(cs.CommitTimeout)}
 	for _, p := range cs.Peers {

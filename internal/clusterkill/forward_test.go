@@ -53,7 +53,7 @@ func forwardChild() {
 	opened := make(chan error, 1)
 	go func() {
 		s, err := statestore.OpenCluster(statestore.Options{Dir: dir}, statestore.ClusterOptions{NodeID: "a", RaftAddr: addrs[0], RPCAddr: addrs[1],
-			Peers: peers, LogStore: logs, StableStore: logs.InmemStore, SnapshotStore: raft.NewInmemSnapshotStore()})
+			Peers: peers, Engine: &replica.Raft{LogStore: logs, StableStore: logs.InmemStore, SnapshotStore: raft.NewInmemSnapshotStore()}})
 		if err == nil {
 			s.Close()
 		}

@@ -177,7 +177,8 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 	if self == nil {
 		return fmt.Errorf("clusterkill: node %q is not among the peers", cfg.ID)
 	}
-	co := statestore.ClusterOptions{NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers}
+	engine := &replica.Raft{}
+	co := statestore.ClusterOptions{NodeID: cfg.ID, RaftAddr: self.RaftAddr, RPCAddr: self.RPCAddr, Peers: peers, Engine: engine}
 	if !cfg.ReplicaDefaults {
 		co.HeartbeatTimeout, co.ElectionTimeout, co.LeaderLeaseTimeout = HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout
 		co.SnapshotThreshold, co.TrailingLogs = SnapshotThreshold, TrailingLogs
@@ -189,7 +190,7 @@ func RunNode(cfg NodeConfig, out io.Writer, stop <-chan struct{}) error {
 			return fmt.Errorf("clusterkill: node %s raft listen: %w", cfg.ID, err)
 		}
 		trans = replica.NewStreamTransport(&dialMap{ln: ln, to: cfg.RaftDial})
-		co.Transport = trans
+		engine.Transport = trans
 	}
 	opts := statestore.Options{Dir: cfg.Dir}
 	if cfg.Faults {
