@@ -75,9 +75,9 @@
 //  1. Canonical: the order of records is fixed by the view, and the zstd
 //     encoder runs with fixed options, so encoding the same view at the same
 //     index and time twice gives identical bytes, even after an Encode that
-//     failed half-way left a pooled encoder mid-frame. Decode enforces the
+//     failed half-way; no encoder outlives its Encode. Decode enforces the
 //     order, which also rules out duplicate namespaces and entries.
-//     Code: Encode, newEncoder, getEncState, putEncState, parseBody.
+//     Code: Encode, newEncoder, newEncState, parseBody.
 //     Tests: TestRoundTrip, TestConcurrentEncode,
 //     TestEncodeAfterFailureIsCanonical, TestSeedCorpus, TestInconsistentBody.
 //  2. Bounded before allocated: Decode checks the header's counts and body

@@ -169,9 +169,7 @@ func populate(srvs []*server.Server, keys, docSize, conns, replicas int) (*DB, e
 	}
 	d.body = body
 	for k := range keys {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		rev, err := d.conn(k).Create(ctx, keyOf(k), d.body)
-		cancel()
+		rev, err := d.create(k)
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("natspeer: create document %d: %w", k, err)
@@ -179,6 +177,35 @@ func populate(srvs []*server.Server, keys, docSize, conns, replicas int) (*DB, e
 		d.revs[k] = rev
 	}
 	return d, nil
+}
+
+// create writes document k for the first time and returns its revision.
+// Right after the bucket is made, a replicated stream may still change
+// leader, and a publish then goes unanswered ("no response from stream")
+// though it may have been stored: a retry that finds the key exists reads
+// the revision it was stored at. Bounded by callTimeout as a whole.
+func (d *DB) create(k int) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		rev, err := d.conn(k).Create(actx, keyOf(k), d.body)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			var e jetstream.KeyValueEntry
+			if e, err = d.conn(k).Get(actx, keyOf(k)); err == nil {
+				rev = e.Revision()
+			}
+		}
+		acancel()
+		if err == nil || len(d.srvs) == 1 {
+			return rev, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w (then %w)", err, ctx.Err())
+		case <-time.After(retryPause):
+		}
+	}
 }
 
 // connect makes conns client connections and the bucket, file storage
