@@ -30,35 +30,41 @@ import (
 // leaves the disk's noise out; the fsync case shows how the hand-offs
 // interact with a blocking fdatasync; the conns127 case spreads the
 // round trips over 127 connections each way in turn, as qualify does, so
-// each finds its connection's buffers and goroutines cold. The ws-only case runs client.Put
-// alone, for its allocations per call and for -cpuprofile, and the
-// floor-only case the floor alone, for its system calls; both count the
-// threads put to sleep and the CPU time per call (reportSwitches). Each
+// each finds its connection's buffers and goroutines cold. The ws-only
+// cases run client.Put alone, for its allocations per call and for
+// -cpuprofile, and the floor-only cases the floor alone, for its system
+// calls; both count the threads put to sleep and the CPU time per call
+// (reportSwitches), with and without fdatasync. Each
 // alternating operation is a trace region ("floor", "ws").
 func BenchmarkPutRoundTrip(b *testing.B) {
 	b.Run("nosync", func(b *testing.B) { benchPutRoundTrip(b, true, 1) })
 	b.Run("fsync", func(b *testing.B) { benchPutRoundTrip(b, false, 1) })
 	b.Run("fsync-conns127", func(b *testing.B) { benchPutRoundTrip(b, false, 127) })
-	b.Run("ws-only-nosync", func(b *testing.B) {
-		put, _ := wsPutter(b, openBenchStore(b, true))
-		b.ReportAllocs()
-		defer reportSwitches(b)()
-		for b.Loop() {
-			if err := put(); err != nil {
-				b.Fatal(err)
+	for _, sync := range []struct {
+		name   string
+		noSync bool
+	}{{"nosync", true}, {"fsync", false}} {
+		b.Run("ws-only-"+sync.name, func(b *testing.B) {
+			put, _ := wsPutter(b, openBenchStore(b, sync.noSync))
+			b.ReportAllocs()
+			defer reportSwitches(b)()
+			for b.Loop() {
+				if err := put(); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("floor-only-nosync", func(b *testing.B) {
-		floor := tcpFloor(b, openBenchStore(b, true))
-		b.ReportAllocs()
-		defer reportSwitches(b)()
-		for b.Loop() {
-			if err := floor(); err != nil {
-				b.Fatal(err)
+		})
+		b.Run("floor-only-"+sync.name, func(b *testing.B) {
+			floor := tcpFloor(b, openBenchStore(b, sync.noSync))
+			b.ReportAllocs()
+			defer reportSwitches(b)()
+			for b.Loop() {
+				if err := floor(); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // reportSwitches, deferred around a benchmark's loop, reports the
