@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/keeppeek/statestore"
 	"github.com/keeppeek/statestore/client"
 	"github.com/keeppeek/statestore/internal/testdoc"
@@ -28,32 +30,65 @@ import (
 // leaves the disk's noise out; the fsync case shows how the hand-offs
 // interact with a blocking fdatasync; the conns127 case spreads the
 // round trips over 127 connections each way in turn, as qualify does, so
-// each finds its connection's buffers and goroutines cold. The ws-only case runs client.Put
-// alone, for its allocations per call and for -cpuprofile, and the
-// floor-only case the floor alone, for its system calls. Each
+// each finds its connection's buffers and goroutines cold. The ws-only
+// cases run client.Put alone, for its allocations per call and for
+// -cpuprofile, and the floor-only cases the floor alone, for its system
+// calls; both count the threads put to sleep and the CPU time per call
+// (reportSwitches), with and without fdatasync. Each
 // alternating operation is a trace region ("floor", "ws").
 func BenchmarkPutRoundTrip(b *testing.B) {
 	b.Run("nosync", func(b *testing.B) { benchPutRoundTrip(b, true, 1) })
 	b.Run("fsync", func(b *testing.B) { benchPutRoundTrip(b, false, 1) })
 	b.Run("fsync-conns127", func(b *testing.B) { benchPutRoundTrip(b, false, 127) })
-	b.Run("ws-only-nosync", func(b *testing.B) {
-		put, _ := wsPutter(b, openBenchStore(b, true))
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := put(); err != nil {
-				b.Fatal(err)
+	for _, sync := range []struct {
+		name   string
+		noSync bool
+	}{{"nosync", true}, {"fsync", false}} {
+		b.Run("ws-only-"+sync.name, func(b *testing.B) {
+			put, _ := wsPutter(b, openBenchStore(b, sync.noSync))
+			b.ReportAllocs()
+			defer reportSwitches(b)()
+			for b.Loop() {
+				if err := put(); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("floor-only-nosync", func(b *testing.B) {
-		floor := tcpFloor(b, openBenchStore(b, true))
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := floor(); err != nil {
-				b.Fatal(err)
+		})
+		b.Run("floor-only-"+sync.name, func(b *testing.B) {
+			floor := tcpFloor(b, openBenchStore(b, sync.noSync))
+			b.ReportAllocs()
+			defer reportSwitches(b)()
+			for b.Loop() {
+				if err := floor(); err != nil {
+					b.Fatal(err)
+				}
 			}
+		})
+	}
+}
+
+// reportSwitches, deferred around a benchmark's loop, reports the
+// process's voluntary context switches per operation ("ctxsw/op": a
+// thread going to sleep in futex, epoll_wait or nanosleep, so about one
+// per goroutine hand-off that finds no thread awake) and its CPU time
+// per operation ("cpu-µs/op", user and system, every thread). Both are
+// counts rather than latencies, so they compare the two paths even on a
+// loaded machine, where the medians drift.
+func reportSwitches(b *testing.B) func() {
+	usage := func() (int64, time.Duration) {
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
 		}
-	})
+		return int64(ru.Nvcsw), time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	sw0, cpu0 := usage()
+	return func() {
+		sw, cpu := usage()
+		n := float64(b.N)
+		b.ReportMetric(float64(sw-sw0)/n, "ctxsw/op")
+		b.ReportMetric(float64((cpu-cpu0).Microseconds())/n, "cpu-µs/op")
+	}
 }
 
 // floorFrame is about the size of a PutState of the 2,193-byte document.

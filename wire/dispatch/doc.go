@@ -27,10 +27,13 @@
 //     queues them on the one outbound queue in the order received.
 //     A commit's updates for a session with nothing queued in the registry
 //     are queued by the committing goroutine itself (sink.OfferUpdates,
-//     watch.DirectSink), so the writer is the one hand-off.
-//     Code: sink.Deliver, sink.OfferUpdates, outbox.run, outbox.accept, outbox.offerUpdates, watch.Session.run.
+//     watch.DirectSink), so the writer is the one hand-off. An answer that
+//     finds nothing queued and nobody sending is sent by its request's
+//     goroutine holding the sending token, so it never overtakes a message
+//     queued or being sent before it, and what queues meanwhile follows it.
+//     Code: sink.Deliver, sink.OfferUpdates, outbox.run, outbox.accept, outbox.sent, outbox.offerUpdates, watch.Session.run.
 //     Tests: TestScenario3WatchDuringWrites, TestStalledPeerIsBounded,
-//     TestScenario2LeaseExpiryReachesEveryWatcher, TestSequenceDiagram.
+//     TestScenario2LeaseExpiryReachesEveryWatcher, TestSequenceDiagram, TestDirectReplyKeepsTheOrder.
 //  3. Bounded memory against a stalled peer: the outbound queue holds at
 //     most Options.MaxQueued messages plus a fixed margin. An answer waits
 //     for room (so a peer that stops reading soon stops being read from); a
@@ -38,7 +41,7 @@
 //     exactly like the store's own per-watch bound; snapshots and closures
 //     (at most a few per watch) use the margin.
 //     Code: outbox.accept, outbox.offer, outbox.offerUpdates, outbox.force, Server.Serve.
-//     Tests: TestOutboxBounds, TestOfferUpdatesTakesAPrefix, TestStalledPeerIsBounded.
+//     Tests: TestOutboxBounds, TestOfferUpdatesTakesAPrefix, TestStalledPeerIsBounded, TestReplyWaitsForRoom.
 //  4. The session's watches are removed when it ends, for whatever reason.
 //     Code: Server.Serve, statestore.Session.Close.
 //     Tests: TestDisconnectRemovesTheSessionsWatches.
