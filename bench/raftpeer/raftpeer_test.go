@@ -68,3 +68,30 @@ func TestOpenRefusesBadSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendFollowsANewLeader: once leadership has moved, an Append sent
+// to the old leader (refused: not the leader) goes to the new one and
+// commits; without that, a loaded machine that missed one heartbeat failed
+// a whole qualify run's floor row.
+func TestAppendFollowsANewLeader(t *testing.T) {
+	t.Parallel()
+	c, err := Open(t.TempDir(), 3, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	old := c.leader.Load()
+	if err := old.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	before := c.Applied()
+	if err := c.Append(); err != nil {
+		t.Fatalf("append after the leader moved: %v", err)
+	}
+	if c.leader.Load() == old {
+		t.Fatal("Append still writes to the node that no longer leads")
+	}
+	if c.Applied() <= before {
+		t.Fatal("Append returned before the new leader applied the entry")
+	}
+}

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -222,16 +223,29 @@ func TestDeposedLeaderCatchesUpAfterAFailedStore(t *testing.T) {
 		t.Fatal("no leader within 10 s")
 		return -1
 	}
-	apply := func(i, n int) {
+	// apply commits n commands at the leader among the nodes other than
+	// not, and returns it. A loaded machine (-race, a parallel suite) can
+	// miss a 50 ms heartbeat, and then the leader changes under a call:
+	// a command refused as not applied, or whose leadership was lost, is
+	// sent again to whichever node leads next (a retried one may apply
+	// twice, which only raises the count the old leader must catch up to).
+	apply := func(not, n int) int {
 		t.Helper()
-		for range n {
-			if err := nodes[i].Apply([]byte("x"), 5*time.Second).Error(); err != nil {
+		i := leader(not)
+		for done := 0; done < n; {
+			err := nodes[i].Apply([]byte("x"), 5*time.Second).Error()
+			switch {
+			case err == nil:
+				done++
+			case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+				i = leader(not)
+			default:
 				t.Fatalf("apply at %s: %v", ids[i], err)
 			}
 		}
+		return i
 	}
-	old := leader(-1)
-	apply(old, 5)
+	old := apply(-1, 5)
 	// Cut the leader off; what it appends now only it stores.
 	trans[old].DisconnectAll()
 	for j := range trans {
@@ -249,8 +263,7 @@ func TestDeposedLeaderCatchesUpAfterAFailedStore(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond) // raft stores them on its own goroutine
 	}
-	next := leader(old)
-	apply(next, 10)
+	next := apply(old, 10)
 	want := fsms[next].n.Load()
 	// Back, with its next fdatasyncs (and directory syncs) failing.
 	r1, r2 := hooks[old].SetSync(failN(2)), hooks[old].SetDiskSync(failN(2))
