@@ -78,6 +78,11 @@ type queued struct {
 	m *pb.ServerMessage
 	u *watch.Update
 	n int64
+	// sent, when set, runs once the message's send returned (an answer
+	// that refers to its request's memory: see Releaser); a message the
+	// session drops unsent never runs it, and its memory is left to the
+	// collector.
+	sent func()
 }
 
 // deliver sends q on the connection.
@@ -166,18 +171,20 @@ func (o *outbox) compactLocked() {
 // request leaves flight before the client can see its answer. reserved is
 // what the request already holds of the byte budget (see
 // session.admit): the answer takes its place without waiting.
-func (o *outbox) reply(m *pb.ServerMessage, queued func(), reserved int64) error {
-	return o.accept(m, queued, true, reserved)
+// sent, if not nil, runs once the answer's send returned; not when reply
+// fails (the answer was not accepted) or the session drops it unsent.
+func (o *outbox) reply(m *pb.ServerMessage, queued func(), reserved int64, sent func()) error {
+	return o.accept(m, queued, true, reserved, sent)
 }
 
 // queue is reply for a goroutine that must not block on the connection:
 // the answer always goes through the queue to the writer goroutine. It
 // holds nothing of the budget yet, and waits for its room there.
 func (o *outbox) queue(m *pb.ServerMessage, queued func()) error {
-	return o.accept(m, queued, false, 0)
+	return o.accept(m, queued, false, 0, nil)
 }
 
-func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserved int64) error {
+func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserved int64, sent func()) error {
 	// Bytes first, on the budget's lock alone (the lock order forbids
 	// waiting for them under o.mu).
 	n := int64(proto.Size(m))
@@ -199,7 +206,9 @@ func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserve
 		queued()
 	}
 	if !direct || o.sending || o.lenLocked() > 0 {
-		o.pushLocked(queuedMsg(m, n))
+		q := queuedMsg(m, n)
+		q.sent = sent
+		o.pushLocked(q)
 		o.mu.Unlock()
 		return nil
 	}
@@ -207,6 +216,9 @@ func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserve
 	o.sending = true
 	o.mu.Unlock()
 	err := o.send(m)
+	if sent != nil {
+		sent()
+	}
 	o.b.release(o, n)
 	o.sent(err)
 	return nil
@@ -362,6 +374,11 @@ func (o *outbox) run() error {
 		o.sending = true
 		o.mu.Unlock()
 		n, err := o.deliverTaken()
+		for _, q := range o.taken {
+			if q.sent != nil {
+				q.sent()
+			}
+		}
 		clear(o.taken)
 		o.taken = o.taken[:0]
 		o.b.release(o, n)
