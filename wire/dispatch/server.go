@@ -421,7 +421,7 @@ func (ss *session) read(conn Conn) {
 		if err == nil {
 			id, ok := ss.admit(m)
 			if !ok {
-				ss.done(conn, m)()
+				ss.done(conn, m).run()
 				continue
 			}
 			ss.passReading(conn)
@@ -457,18 +457,17 @@ func (ss *session) read(conn Conn) {
 }
 
 // done returns what tells a Releaser conn that nothing refers to m any
-// more: m was answered without running, or its request ran and its answer
-// was sent (a Put's answer carries the caller's document, which is m's),
-// or the answer was not accepted. For another Conn it does nothing.
-func (ss *session) done(conn Conn, m *pb.ClientMessage) func() {
+// more, to run when m was answered without running, or its request ran
+// and its answer was sent (a Put's answer carries the caller's document,
+// which is m's), or the answer was not accepted. For another Conn it does
+// nothing.
+func (ss *session) done(conn Conn, m *pb.ClientMessage) releasable {
 	r, ok := conn.(Releaser)
 	if !ok {
-		return noRelease
+		return releasable{}
 	}
-	return func() { r.Release(m) }
+	return releasable{r: r, m: m}
 }
-
-func noRelease() {}
 
 // passReading makes another goroutine the reader: a spare if one is
 // parked, else a new one.
@@ -583,7 +582,7 @@ func (ss *session) admit(m *pb.ClientMessage) (uint64, bool) {
 
 // execute runs an admitted request, answers it and frees its slot. done
 // runs once nothing refers to m any more (see session.done).
-func (ss *session) execute(id uint64, m *pb.ClientMessage, done func()) {
+func (ss *session) execute(id uint64, m *pb.ClientMessage, done releasable) {
 	defer func() {
 		<-ss.slots
 		ss.wg.Done()
@@ -594,16 +593,16 @@ func (ss *session) execute(id uint64, m *pb.ClientMessage, done func()) {
 		// The snapshot answers it, counted as it is queued; it was built
 		// from the store's own entries.
 		ss.srv.budget.release(ss.out, ss.reserve)
-		done()
+		done.run()
 	}
 }
 
-// reply queues the answer to request id and ends its flight; sent runs
-// once the answer was sent, or at once if it was not accepted.
-func (ss *session) reply(id uint64, m *pb.ServerMessage, sent func()) {
-	if ss.out.reply(m, func() { ss.release(id) }, ss.reserve, sent) != nil {
+// reply queues the answer to request id and ends its flight; done is
+// released once the answer was sent, or at once if it was not accepted.
+func (ss *session) reply(id uint64, m *pb.ServerMessage, done releasable) {
+	if ss.out.reply(m, func() { ss.release(id) }, ss.reserve, done) != nil {
 		ss.release(id) // the session is ending; nobody will see an answer
-		sent()
+		done.run()
 	}
 }
 
