@@ -304,7 +304,9 @@ func (b *backoff) next() time.Duration {
 }
 
 // acquire returns the current connection, waiting for one up to ctx.
-func (c *Client) acquire(ctx context.Context) (*conn, error) {
+// timeout, when not nil, is the request's RequestTimeout (see request),
+// which ends the wait as ctx's deadline would.
+func (c *Client) acquire(ctx context.Context, timeout <-chan time.Time) (*conn, error) {
 	for {
 		c.mu.Lock()
 		closed, cn, ready, lastErr := c.closed, c.cur, c.ready, c.lastErr
@@ -320,11 +322,19 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 		case <-c.closing:
 			return nil, ErrClosed
 		case <-ctx.Done():
-			return nil, &statestore.Error{Code: statestore.Unavailable, Field: "connection",
-				Message: fmt.Sprintf("no connection to %s before the deadline (reconnecting; last error: %v)", c.endpointList(), lastErr),
-				Err:     ctx.Err()}
+			return nil, noConnection(c, lastErr, ctx.Err())
+		case <-timeout:
+			return nil, noConnection(c, lastErr, context.DeadlineExceeded)
 		}
 	}
+}
+
+// noConnection is acquire's failure: no connection before the deadline,
+// whose cause is cause.
+func noConnection(c *Client, lastErr, cause error) error {
+	return &statestore.Error{Code: statestore.Unavailable, Field: "connection",
+		Message: fmt.Sprintf("no connection to %s before the deadline (reconnecting; last error: %v)", c.endpointList(), lastErr),
+		Err:     cause}
 }
 
 // connected returns the current connection, or fails at once while there
@@ -351,20 +361,44 @@ func (c *Client) endpointList() string {
 	return strings.Join(names, ", ")
 }
 
+// requestTimers are the timers that bound requests by RequestTimeout,
+// reused from request to request: a context.WithTimeout per request cost
+// five allocations (its context, timer and Done channel among them) and a
+// cancellation hooked into the caller's context. A timer is put back
+// stopped; since Go 1.23 a stopped timer delivers nothing stale, so the
+// next request's Reset times it from its own start.
+var requestTimers sync.Pool
+
+// startRequestTimer returns a timer set to d.
+func startRequestTimer(d time.Duration) *time.Timer {
+	if t, ok := requestTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopRequestTimer stops t and keeps it for the next request.
+func stopRequestTimer(t *time.Timer) {
+	t.Stop()
+	requestTimers.Put(t)
+}
+
 // request runs one request: it waits for a connection and the answer up
-// to ctx, bounded by RequestTimeout.
+// to ctx, bounded by RequestTimeout (a timer, whose expiry is reported as
+// ctx's deadline would be: context.DeadlineExceeded).
 func (c *Client) request(ctx context.Context, build func(id uint64) *pb.ClientMessage) (*pb.StateStoreResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &statestore.Error{Code: statestore.Unavailable, Field: "context", Message: err.Error(), Err: err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
+	t := startRequestTimer(c.cfg.RequestTimeout)
+	defer stopRequestTimer(t)
 	for {
-		cn, err := c.acquire(ctx)
+		cn, err := c.acquire(ctx, t.C)
 		if err != nil {
 			return nil, err
 		}
-		rep, err := cn.call(ctx, build, nil, "")
+		rep, err := cn.call(ctx, t.C, build, nil, "")
 		if errors.Is(err, errConnEnded) {
 			continue // nothing was sent; the next connection takes it
 		}
@@ -396,18 +430,31 @@ func (c *Client) Get(ctx context.Context, namespace, key string) (statestore.Ent
 // and the write's outcome is unknown: it may have been applied, so reread
 // (or retry with IfRevision) before assuming either.
 func (c *Client) Put(ctx context.Context, req statestore.PutRequest) (statestore.Entry, error) {
-	m, err := wirestore.PutState(0, req)
-	if err != nil {
+	pm := &putMessage{}
+	if err := wirestore.FillPutState(&pm.put, &pm.rev, 0, req); err != nil {
 		return statestore.Entry{}, err // a negative TTL; nothing is sent
 	}
+	pm.oneof.PutState = &pm.put
+	pm.msg.Message = &pm.oneof
 	res, err := c.request(ctx, func(id uint64) *pb.ClientMessage {
-		m.RequestId = id
-		return &pb.ClientMessage{Message: &pb.ClientMessage_PutState{PutState: m}}
+		pm.put.RequestId = id
+		return &pm.msg
 	})
 	if err != nil {
 		return statestore.Entry{}, err
 	}
 	return entryOf(res)
+}
+
+// putMessage is a Put's request: the ClientMessage, its oneof wrapper,
+// the PutState and its expected_revision, in one allocation instead of
+// four. Each Put has its own, written before it is sent and only marshalled
+// (conn.write) while the Put runs: nothing is pooled.
+type putMessage struct {
+	msg   pb.ClientMessage
+	oneof pb.ClientMessage_PutState
+	put   pb.PutState
+	rev   uint64
 }
 
 // Delete removes an entry (DeleteState) and returns the namespace revision

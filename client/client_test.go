@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -172,6 +173,65 @@ func TestConcurrentRequestsArePipelined(t *testing.T) {
 	}
 	if n := s.store.Namespace("user/alice").Entries; n != writers*each {
 		t.Fatalf("%d entries, want %d", n, writers*each)
+	}
+}
+
+// TestConcurrentCallsKeepTheirOwnAnswers runs conditional Puts from many
+// goroutines at once through one client, whose waiting calls, request
+// timers and answers' buffers are reused from call to call: every Put
+// gets its own entry back (its key, its document byte for byte, the
+// revision its condition allowed), and neither the caller's document nor
+// an entry already returned is overwritten by a later call.
+func TestConcurrentCallsKeepTheirOwnAnswers(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, serverOptions{})
+	c := dial(t, nil, s.url)
+	const writers, each = 8, 12
+	type got struct {
+		key  string
+		sent []byte // the caller's document, as given to Put
+		want []byte // a copy of it
+		e    statestore.Entry
+	}
+	results := make([][]got, writers)
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			key := fmt.Sprintf("g%d", g)
+			var rev uint64
+			for i := range each {
+				req := statestore.PutRequest{Namespace: "user/alice", Key: key, Schema: schema.MediaIntentV1,
+					Document: testdoc.MediaIntent(200+97*g+13*i, g*each+i), Expect: statestore.CreateOnly}
+				if i > 0 {
+					req.Expect = statestore.IfRevision(rev)
+				}
+				e, err := c.Put(ctx, req)
+				if err != nil {
+					t.Errorf("put %s #%d: %v", key, i, err)
+					return
+				}
+				rev = e.Revision
+				results[g] = append(results[g], got{key: key, sent: req.Document, want: slices.Clone(req.Document), e: e})
+			}
+		})
+	}
+	wg.Wait()
+	for g, rs := range results {
+		if len(rs) != each {
+			t.Fatalf("writer %d made %d puts, want %d", g, len(rs), each)
+		}
+		for i, r := range rs {
+			if r.e.Key != r.key || !bytes.Equal(r.e.Document, r.want) {
+				t.Errorf("writer %d put #%d: answered with %s and a document of %d bytes, want %s and its own %d bytes",
+					g, i, r.e.Key, len(r.e.Document), r.key, len(r.want))
+			}
+			if !bytes.Equal(r.sent, r.want) {
+				t.Errorf("writer %d put #%d: the caller's document changed after the Put", g, i)
+			}
+			if i > 0 && r.e.Revision <= rs[i-1].e.Revision {
+				t.Errorf("writer %d put #%d: revision %d after %d", g, i, r.e.Revision, rs[i-1].e.Revision)
+			}
+		}
 	}
 }
 

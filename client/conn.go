@@ -112,33 +112,64 @@ func (cn *conn) register(id uint64, cl *call) error {
 	return nil
 }
 
-// call sends one request and waits for its answer up to ctx. r, when set,
-// receives the messages of the watch watchID that the request opens.
-func (cn *conn) call(ctx context.Context, build func(id uint64) *pb.ClientMessage, r route, watchID string) (reply, error) {
+// waitingCalls are the calls that wait for an answer, reused with their
+// channel: a call leaves the pool in conn.call and goes back once nothing
+// refers to it, which is when its caller has received its reply (whoever
+// sent it took the call out of pending first, and sends at most once), or
+// when abandon took it out of pending itself (then nobody will send).
+var waitingCalls = sync.Pool{New: func() any { return &call{done: make(chan reply, 1)} }}
+
+// newCall returns a waiting call from the pool.
+func newCall(r route, watchID string) *call {
+	cl := waitingCalls.Get().(*call)
+	cl.route, cl.watchID = r, watchID
+	return cl
+}
+
+// recycle puts a waiting call whose reply was received, or that was
+// abandoned, back in the pool; its channel is empty.
+func (cl *call) recycle() {
+	cl.route, cl.watchID = nil, ""
+	waitingCalls.Put(cl)
+}
+
+// call sends one request and waits for its answer up to ctx, and up to
+// timeout when it is not nil (a request's RequestTimeout: context's
+// DeadlineExceeded). r, when set, receives the messages of the watch
+// watchID that the request opens.
+func (cn *conn) call(ctx context.Context, timeout <-chan time.Time, build func(id uint64) *pb.ClientMessage, r route, watchID string) (reply, error) {
 	id := cn.c.requestIDs.Add(1)
-	cl := &call{done: make(chan reply, 1), route: r, watchID: watchID}
+	cl := newCall(r, watchID)
 	if err := cn.register(id, cl); err != nil {
+		cl.recycle() // never registered
 		return reply{}, err
 	}
 	// A failed write drops the connection, whose reader then fails every
 	// pending call, this one included.
 	_ = cn.write(build(id))
+	var cause error
 	select {
 	case rep := <-cl.done:
+		cl.recycle()
 		return rep, rep.err
 	case <-ctx.Done():
-		if !cn.abandon(id) {
-			rep := <-cl.done // answered meanwhile: the answer wins
-			return rep, rep.err
-		}
-		if r != nil {
-			// The server may still register the watch: remove it.
-			cn.forget(watchID)
-		}
-		return reply{}, &statestore.Error{Code: statestore.Unavailable, Field: "context",
-			Message: fmt.Sprintf("no answer from %s before the deadline (%v); the outcome of a write is unknown: it may have been applied", cn.ep.name, ctx.Err()),
-			Err:     ctx.Err()}
+		cause = ctx.Err()
+	case <-timeout:
+		cause = context.DeadlineExceeded
 	}
+	if !cn.abandon(id) {
+		rep := <-cl.done // answered meanwhile: the answer wins
+		cl.recycle()
+		return rep, rep.err
+	}
+	cl.recycle() // out of pending: nobody sends to it
+	if r != nil {
+		// The server may still register the watch: remove it.
+		cn.forget(watchID)
+	}
+	return reply{}, &statestore.Error{Code: statestore.Unavailable, Field: "context",
+		Message: fmt.Sprintf("no answer from %s before the deadline (%v); the outcome of a write is unknown: it may have been applied", cn.ep.name, cause),
+		Err:     cause}
 }
 
 // notify sends a request whose answer nobody waits for (the reader logs a

@@ -38,7 +38,8 @@
 //     (a server that stopped reading) holds its caller for RequestTimeout
 //     at most, then closes the connection.
 //     Code: Client.request, conn.register, conn.call, conn.abandon, conn.route, conn.take, conn.write, wsconn.Deadline.
-//     Tests: TestEveryVerb, TestConcurrentRequestsArePipelined, TestRequestTimeoutBoundsACall, TestRequestTimeoutBoundsAStuckWrite.
+//     Tests: TestEveryVerb, TestConcurrentRequestsArePipelined, TestConcurrentCallsKeepTheirOwnAnswers, TestRequestTimeoutBoundsACall,
+//     TestRequestTimeoutBoundsAStuckWrite.
 //  2. A refusal is the store's own error: a StateStoreError becomes a
 //     *statestore.Error with the same code, field, message and current
 //     revision, so errors.Is, errors.As and statestore.CodeOf work as in

@@ -296,7 +296,7 @@ func (k *Linked) rawCall(cn *conn, build func(id uint64) *pb.ClientMessage, r ro
 func (k *Linked) rawReply(cn *conn, build func(id uint64) *pb.ClientMessage, r route, watchID string) (reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), k.c.cfg.RequestTimeout)
 	defer cancel()
-	rep, err := cn.call(ctx, build, r, watchID)
+	rep, err := cn.call(ctx, nil, build, r, watchID)
 	if errors.Is(err, errConnEnded) {
 		_, err = k.c.connected() // the connection ended just now
 		if err == nil {

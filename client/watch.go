@@ -132,13 +132,13 @@ func (c *Client) Watch(ctx context.Context, namespace, prefix string) (*Watch, e
 // and returns it with its snapshot as an event of kind.
 func (w *Watch) open(ctx context.Context, kind EventKind) (*follow, WatchEvent, error) {
 	for {
-		cn, err := w.c.acquire(ctx)
+		cn, err := w.c.acquire(ctx, nil)
 		if err != nil {
 			return nil, WatchEvent{}, err
 		}
 		f := &follow{w: w, id: fmt.Sprintf("kpclient-%d", w.c.watchIDs.Add(1)), cn: cn, next: 1, live: true}
 		rctx, cancel := context.WithTimeout(ctx, w.c.cfg.RequestTimeout)
-		rep, err := cn.call(rctx, func(id uint64) *pb.ClientMessage {
+		rep, err := cn.call(rctx, nil, func(id uint64) *pb.ClientMessage {
 			return &pb.ClientMessage{Message: &pb.ClientMessage_WatchState{WatchState: &pb.WatchState{
 				RequestId: id, WatchId: f.id, Namespace: w.namespace, KeyPrefix: w.prefix}}}
 		}, f, f.id)
@@ -299,7 +299,7 @@ func (w *Watch) Close() error {
 	f.cn.dropRoute(f.id)
 	ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.RequestTimeout)
 	defer cancel()
-	rep, err := f.cn.call(ctx, func(id uint64) *pb.ClientMessage {
+	rep, err := f.cn.call(ctx, nil, func(id uint64) *pb.ClientMessage {
 		return &pb.ClientMessage{Message: &pb.ClientMessage_UnwatchState{UnwatchState: &pb.UnwatchState{RequestId: id, WatchId: f.id}}}
 	}, nil, "")
 	if err == nil {

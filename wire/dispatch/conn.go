@@ -42,6 +42,15 @@ type BatchSender interface {
 	SendBatch(ms []framing.Encoded) error
 }
 
+// Releaser is a Conn whose Recv may return a message that refers to the
+// Conn's own memory (wstransport decodes a PutState's document in place,
+// in its read buffer): the session calls Release with each message Recv
+// returned once it refers to it no more (the request was run and its
+// answer built, or it was answered without running), and calls it once.
+type Releaser interface {
+	Release(*pb.ClientMessage)
+}
+
 // NewStreamConn returns the server side of the framing over rwc, rejecting
 // client frames over maxFrameBytes (framing.DefaultMaxFrameBytes when <= 0).
 func NewStreamConn(rwc io.ReadWriteCloser, maxFrameBytes int) Conn {

@@ -96,6 +96,15 @@
 //     (an idle session's) still go out alone, with no hand-off.
 //     Code: outbox.takeLocked, outbox.deliverTaken, BatchSender, framing.Conn.SendBatch.
 //     Tests: TestWriterBatchesWhatQueued, framing.TestSendBatchIsOneWriteOfTheFrames.
+//  11. A message of a Conn that is a Releaser (wstransport's, which decodes
+//     a PutState's document in place, in its read buffer) is released
+//     once, when nothing refers to it any more: at once for a request
+//     answered without running or a WatchState (its snapshot is the
+//     store's entries), else once its answer's send returned (a Put's
+//     answer carries the document it was sent), or when the answer was
+//     not accepted; an answer dropped unsent leaves it to the collector.
+//     Code: Releaser, session.done, session.read, session.execute, session.reply, outbox.accept, outbox.run.
+//     Tests: wstransport.TestPipelinedPutsKeepTheirDocuments, client.TestConcurrentCallsKeepTheirOwnAnswers.
 //
 // # Bad input
 //

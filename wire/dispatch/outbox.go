@@ -78,6 +78,26 @@ type queued struct {
 	m *pb.ServerMessage
 	u *watch.Update
 	n int64
+	// done, when set, is released once the message's send returned (an
+	// answer that refers to its request's memory: see Releaser); a
+	// message the session drops unsent never releases it, and its memory
+	// is left to the collector.
+	done releasable
+}
+
+// releasable is a request message to release (Releaser) once nothing refers
+// to it; the zero value releases nothing. Two words, not a closure: no
+// allocation per request.
+type releasable struct {
+	r Releaser
+	m *pb.ClientMessage
+}
+
+// run releases the message, if there is one.
+func (d releasable) run() {
+	if d.r != nil {
+		d.r.Release(d.m)
+	}
 }
 
 // deliver sends q on the connection.
@@ -166,18 +186,20 @@ func (o *outbox) compactLocked() {
 // request leaves flight before the client can see its answer. reserved is
 // what the request already holds of the byte budget (see
 // session.admit): the answer takes its place without waiting.
-func (o *outbox) reply(m *pb.ServerMessage, queued func(), reserved int64) error {
-	return o.accept(m, queued, true, reserved)
+// done is released once the answer's send returned; not when reply fails
+// (the answer was not accepted) or the session drops it unsent.
+func (o *outbox) reply(m *pb.ServerMessage, queued func(), reserved int64, done releasable) error {
+	return o.accept(m, queued, true, reserved, done)
 }
 
 // queue is reply for a goroutine that must not block on the connection:
 // the answer always goes through the queue to the writer goroutine. It
 // holds nothing of the budget yet, and waits for its room there.
 func (o *outbox) queue(m *pb.ServerMessage, queued func()) error {
-	return o.accept(m, queued, false, 0)
+	return o.accept(m, queued, false, 0, releasable{})
 }
 
-func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserved int64) error {
+func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserved int64, done releasable) error {
 	// Bytes first, on the budget's lock alone (the lock order forbids
 	// waiting for them under o.mu).
 	n := int64(proto.Size(m))
@@ -199,7 +221,9 @@ func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserve
 		queued()
 	}
 	if !direct || o.sending || o.lenLocked() > 0 {
-		o.pushLocked(queuedMsg(m, n))
+		q := queuedMsg(m, n)
+		q.done = done
+		o.pushLocked(q)
 		o.mu.Unlock()
 		return nil
 	}
@@ -207,6 +231,7 @@ func (o *outbox) accept(m *pb.ServerMessage, queued func(), direct bool, reserve
 	o.sending = true
 	o.mu.Unlock()
 	err := o.send(m)
+	done.run()
 	o.b.release(o, n)
 	o.sent(err)
 	return nil
@@ -362,6 +387,9 @@ func (o *outbox) run() error {
 		o.sending = true
 		o.mu.Unlock()
 		n, err := o.deliverTaken()
+		for _, q := range o.taken {
+			q.done.run()
+		}
 		clear(o.taken)
 		o.taken = o.taken[:0]
 		o.b.release(o, n)

@@ -179,7 +179,7 @@ func TestDirectReplyKeepsTheOrder(t *testing.T) {
 			}
 			replied := make(chan error, 1)
 			go func() {
-				replied <- o.reply(answer(100), func() { l.note("accepted 100") }, 0)
+				replied <- o.reply(answer(100), func() { l.note("accepted 100") }, 0, releasable{})
 			}()
 			if c.during != nil {
 				c.during(t, o, l)
@@ -254,7 +254,7 @@ func TestReplyWaitsForRoom(t *testing.T) {
 			}
 		}
 		replied := make(chan error, 1)
-		go func() { replied <- o.reply(answer(100), func() { l.note("accepted 100") }, 0) }()
+		go func() { replied <- o.reply(answer(100), func() { l.note("accepted 100") }, 0, releasable{}) }()
 		synctest.Wait()
 		select {
 		case err := <-replied:
@@ -277,7 +277,7 @@ func TestReplyWaitsForRoom(t *testing.T) {
 		if want := []string{"sent 1", "sent 2", "sent 3", "sent 100"}; !slices.Equal(got, want) {
 			t.Fatalf("sent %v, want %v", got, want)
 		}
-		if err := o.reply(answer(101), nil, 0); err == nil {
+		if err := o.reply(answer(101), nil, 0, releasable{}); err == nil {
 			t.Fatal("a reply on a closed outbox was accepted")
 		}
 		b.leave(o)

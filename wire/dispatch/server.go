@@ -418,18 +418,24 @@ func (ss *session) read(conn Conn) {
 		ss.srv.budget.waitUnder(ss.ctx, ss.out)
 		m, err := conn.Recv()
 		ss.frames.Add(1)
+		if err == nil {
+			id, ok := ss.admit(m)
+			if !ok {
+				ss.done(conn, m).run()
+				continue
+			}
+			ss.passReading(conn)
+			ss.execute(id, m, ss.done(conn, m))
+			if !ss.park() {
+				return
+			}
+			continue
+		}
+		// errors.As's targets escape: declared past the success path, a
+		// request does not allocate them.
 		var de *framing.DecodeError
 		var fe *framing.FrameSizeError
 		switch {
-		case err == nil:
-			if id, ok := ss.admit(m); ok {
-				ss.passReading(conn)
-				ss.execute(id, m)
-				if !ss.park() {
-					return
-				}
-			}
-			continue
 		case errors.As(err, &de):
 			ss.answer(invalidArgument(0, "frame", "%v", err))
 			continue
@@ -448,6 +454,19 @@ func (ss *session) read(conn Conn) {
 		ss.readDone <- err
 		return
 	}
+}
+
+// done returns what tells a Releaser conn that nothing refers to m any
+// more, to run when m was answered without running, or its request ran
+// and its answer was sent (a Put's answer carries the caller's document,
+// which is m's), or the answer was not accepted. For another Conn it does
+// nothing.
+func (ss *session) done(conn Conn, m *pb.ClientMessage) releasable {
+	r, ok := conn.(Releaser)
+	if !ok {
+		return releasable{}
+	}
+	return releasable{r: r, m: m}
 }
 
 // passReading makes another goroutine the reader: a spare if one is
@@ -561,24 +580,29 @@ func (ss *session) admit(m *pb.ClientMessage) (uint64, bool) {
 	return id, true
 }
 
-// execute runs an admitted request, answers it and frees its slot.
-func (ss *session) execute(id uint64, m *pb.ClientMessage) {
+// execute runs an admitted request, answers it and frees its slot. done
+// runs once nothing refers to m any more (see session.done).
+func (ss *session) execute(id uint64, m *pb.ClientMessage, done releasable) {
 	defer func() {
 		<-ss.slots
 		ss.wg.Done()
 	}()
 	if m := ss.run(id, m); m != nil {
-		ss.reply(id, m)
+		ss.reply(id, m, done)
 	} else {
-		// The snapshot answers it, counted as it is queued.
+		// The snapshot answers it, counted as it is queued; it was built
+		// from the store's own entries.
 		ss.srv.budget.release(ss.out, ss.reserve)
+		done.run()
 	}
 }
 
-// reply queues the answer to request id and ends its flight.
-func (ss *session) reply(id uint64, m *pb.ServerMessage) {
-	if ss.out.reply(m, func() { ss.release(id) }, ss.reserve) != nil {
+// reply queues the answer to request id and ends its flight; done is
+// released once the answer was sent, or at once if it was not accepted.
+func (ss *session) reply(id uint64, m *pb.ServerMessage, done releasable) {
+	if ss.out.reply(m, func() { ss.release(id) }, ss.reserve, done) != nil {
 		ss.release(id) // the session is ending; nobody will see an answer
+		done.run()
 	}
 }
 

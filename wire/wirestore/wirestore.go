@@ -25,8 +25,8 @@
 //     a TTL travels in whole milliseconds rounded up, so a positive TTL
 //     never becomes 0 (no lease); a negative TTL, which the wire cannot
 //     carry, is TTL_INVALID before anything is sent.
-//     Code: PutState, StorePutRequest, DeleteState, StoreDeleteRequest, expectedRevision, ttlMillis, storeTTL.
-//     Tests: TestRequestsRoundTrip.
+//     Code: PutState, FillPutState, StorePutRequest, DeleteState, StoreDeleteRequest, expectedRevision, ttlMillis, storeTTL.
+//     Tests: TestRequestsRoundTrip, TestFillPutStateReusesItsMessage.
 package wirestore
 
 import (
@@ -113,12 +113,31 @@ func StoreError(m *pb.StateStoreError) *statestore.Error {
 // PutState returns the PutState of req with requestID. A negative TTL is
 // TTL_INVALID, as the store has it, and nothing is built.
 func PutState(requestID uint64, req statestore.PutRequest) (*pb.PutState, error) {
-	ms, err := ttlMillis(req.TTL)
-	if err != nil {
+	m := &pb.PutState{}
+	if err := FillPutState(m, new(uint64), requestID, req); err != nil {
 		return nil, err
 	}
-	return &pb.PutState{RequestId: requestID, Namespace: req.Namespace, Key: req.Key, Schema: req.Schema,
-		Document: req.Document, ExpectedRevision: expectedRevision(req.Expect), TtlMs: ms}, nil
+	return m, nil
+}
+
+// FillPutState sets the fields of m, a fresh or reset PutState, to
+// PutState(requestID, req)'s, without allocating: rev is where
+// expected_revision's value goes when req.Expect sets one (m then points
+// at it), so that a caller can hold m and rev in one allocation. The
+// document is shared with req. A negative TTL is TTL_INVALID, and m is
+// left as it was.
+func FillPutState(m *pb.PutState, rev *uint64, requestID uint64, req statestore.PutRequest) error {
+	ms, err := ttlMillis(req.TTL)
+	if err != nil {
+		return err
+	}
+	m.RequestId, m.Namespace, m.Key, m.Schema = requestID, req.Namespace, req.Key, req.Schema
+	m.Document, m.ExpectedRevision, m.TtlMs = req.Document, nil, ms
+	if r, ok := req.Expect.Revision(); ok {
+		*rev = r
+		m.ExpectedRevision = rev
+	}
+	return nil
 }
 
 // StorePutRequest returns the PutRequest m carries.

@@ -140,3 +140,40 @@ func roundTrip[M proto.Message](t *testing.T, m M) M {
 	}
 	return out
 }
+
+// TestFillPutStateReusesItsMessage fills one PutState again and again, as
+// the client's reused request does: each fill is what PutState builds for
+// its request, a blind write after a conditional one carries no
+// expected_revision, and a refused TTL leaves the message as it was.
+func TestFillPutStateReusesItsMessage(t *testing.T) {
+	t.Parallel()
+	var m pb.PutState
+	var rev uint64
+	for i, in := range []statestore.PutRequest{
+		{Namespace: "user/alice", Key: "a", Schema: "s", Document: []byte(`{"a":1}`), Expect: statestore.IfRevision(7), TTL: time.Second},
+		{Namespace: "user/bob", Key: "b", Document: []byte(`{}`)},
+		{Namespace: "user/carol", Key: "c", Expect: statestore.CreateOnly},
+		{Namespace: "user/dave", Key: "d", Expect: statestore.IfRevision(9)},
+	} {
+		if err := FillPutState(&m, &rev, uint64(i+1), in); err != nil {
+			t.Fatal(err)
+		}
+		want, err := PutState(uint64(i+1), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&m, want) {
+			t.Errorf("fill %d: %v, want %v", i, &m, want)
+		}
+		if got := StorePutRequest(roundTrip(t, &m)); !reflect.DeepEqual(got, in) {
+			t.Errorf("fill %d came back as %+v, want %+v", i, got, in)
+		}
+	}
+	before := proto.Clone(&m)
+	if err := FillPutState(&m, &rev, 99, statestore.PutRequest{Key: "x", TTL: -1}); statestore.CodeOf(err) != statestore.TTLInvalid {
+		t.Errorf("negative ttl: %v, want TTL_INVALID", err)
+	}
+	if !proto.Equal(&m, before) {
+		t.Errorf("a refused fill changed the message to %v", &m)
+	}
+}

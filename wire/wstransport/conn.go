@@ -55,6 +55,11 @@ type msgConn[In, Out proto.Message] struct {
 
 	sendMu  sync.Mutex
 	sendErr error // the first failed Send
+
+	// inPlace, on the server side, decodes a PutState without copying its
+	// document (see inPlace); held keeps what it decoded until Release.
+	inPlace func(data []byte, bp *[]byte) (In, bool)
+	held    heldMessages
 }
 
 // hookCtx closes the connection at once when ctx is done, as the library
@@ -87,6 +92,7 @@ func (m *msgConn[In, Out]) failed() error {
 func newConn(ctx, session context.Context, c *websocket.Conn, writeTimeout, readTimeout time.Duration, maxBytes int64) *msgConn[*pb.ClientMessage, *pb.ServerMessage] {
 	m := &msgConn[*pb.ClientMessage, *pb.ServerMessage]{c: c, ctx: ctx, session: session, writeTimeout: writeTimeout, readTimeout: readTimeout, maxBytes: maxBytes,
 		newIn: func() *pb.ClientMessage { return new(pb.ClientMessage) }}
+	m.inPlace = m.held.decode
 	m.hookCtx()
 	return m
 }
@@ -112,9 +118,14 @@ func (m *msgConn[In, Out]) Recv() (In, error) {
 		}
 	}
 	bp := wsconn.GetBuffer()
-	defer wsconn.PutBuffer(bp) // Unmarshal copies what it keeps
 	typ, data, err := m.read((*bp)[:0])
 	*bp = data
+	if m.inPlace != nil && err == nil && typ == websocket.MessageBinary {
+		if in, ok := m.inPlace(data, bp); ok {
+			return in, nil // it holds bp until Release
+		}
+	}
+	defer wsconn.PutBuffer(bp) // Unmarshal copies what it keeps
 	if err != nil {
 		if errors.Is(err, websocket.ErrMessageTooBig) {
 			// Our own read limit: the library has already closed the
@@ -136,6 +147,12 @@ func (m *msgConn[In, Out]) Recv() (In, error) {
 	}
 	return in, nil
 }
+
+// Release gives back what a message Recv returned refers to, once the
+// dispatcher has run and answered it (dispatch.Releaser): a PutState
+// decoded in place shares its document with the read buffer, which goes
+// back to the pool only now.
+func (m *msgConn[In, Out]) Release(msg *pb.ClientMessage) { m.held.release(msg) }
 
 // read reads one message. Waiting for its first frame header is not
 // bounded here (an idle session is the dispatcher's to end); once the

@@ -87,4 +87,14 @@
 //     A name that only looks loopback (127.0.0.1.example.net) is not.
 //     Code: HostAllowList.Allows, HostAllowList.Handler, NewHostAllowList.
 //     Tests: TestHostAllowList, TestHostRefusedBeforeAuthentication.
+//  9. A client's PutState is decoded without copying its document: the
+//     server side's Recv decodes a ClientMessage that is one put_state,
+//     each field at most once with its own wire type and its strings
+//     UTF-8, to what proto.Unmarshal gives, its document referring to the
+//     read buffer; anything else goes to proto.Unmarshal as before. The
+//     buffer is read into again only after the dispatcher released the
+//     message (dispatch.Releaser), once the request ran and its answer,
+//     which carries that document, was sent.
+//     Code: decodePutInPlace, heldMessages.decode, heldMessages.release, msgConn.Recv, msgConn.Release, dispatch.Releaser.
+//     Tests: TestPutInPlaceDecodesAsUnmarshal, TestPutInPlaceFieldNumbers, FuzzPutInPlace, TestPipelinedPutsKeepTheirDocuments.
 package wstransport
