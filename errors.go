@@ -135,8 +135,13 @@ func newErr(code Code, field, format string, args ...any) *Error {
 // ruleErr is the store's answer to a broken identifier rule (package
 // rules): INVALID_ARGUMENT naming the rule's field, with its reason.
 func ruleErr(err error) error {
+	if err == nil {
+		// Before re is declared: errors.As makes it escape, and every
+		// successful request would allocate it.
+		return nil
+	}
 	var re *rules.Error
-	if err == nil || !errors.As(err, &re) {
+	if !errors.As(err, &re) {
 		return err
 	}
 	code := InvalidArgument
