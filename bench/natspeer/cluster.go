@@ -139,5 +139,30 @@ func createBucket(ctx context.Context, js jetstream.JetStream, replicas int) (je
 	return nil, fmt.Errorf("natspeer: create bucket with %d replicas: %w", replicas, last)
 }
 
+// lookupBucket opens the bucket on another connection, trying again until
+// ctx ends: right after creation a replicated stream may still change
+// leader, and a lookup then waits for an answer that never comes (seen
+// under -race on a loaded machine: "context deadline exceeded").
+func lookupBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	var last error
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		kv, err := js.KeyValue(actx, bucket)
+		cancel()
+		if err == nil {
+			return kv, nil
+		}
+		last = err
+		if replicas == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryPause):
+		}
+	}
+	return nil, fmt.Errorf("natspeer: open bucket with %d replicas: %w", replicas, last)
+}
+
 // Servers returns the number of servers the DB runs.
 func (d *DB) Servers() int { return len(d.srvs) }

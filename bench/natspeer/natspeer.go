@@ -211,8 +211,6 @@ func (d *DB) create(k int) (uint64, error) {
 // connect makes conns client connections and the bucket, file storage
 // with replicas replicas and no history beyond the last value.
 func (d *DB) connect(conns, replicas int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
 	for i := range conns {
 		url := d.srvs[i%len(d.srvs)].ClientURL()
 		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("natspeer-%d", i)), nats.MaxReconnects(0))
@@ -224,12 +222,16 @@ func (d *DB) connect(conns, replicas int) error {
 		if err != nil {
 			return fmt.Errorf("natspeer: connection %d: JetStream: %w", i, err)
 		}
+		// Each connection's bucket has its own bound: one shared by all
+		// left the last lookups whatever the creation's retries spared.
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		var kv jetstream.KeyValue
 		if i == 0 {
 			kv, err = createBucket(ctx, js, replicas)
 		} else {
-			kv, err = js.KeyValue(ctx, bucket)
+			kv, err = lookupBucket(ctx, js, replicas)
 		}
+		cancel()
 		if err != nil {
 			return fmt.Errorf("natspeer: connection %d: bucket %s: %w", i, bucket, err)
 		}
