@@ -18,23 +18,27 @@ var heavyPackages = []string{
 	"github.com/keeppeek/statestore/wire",
 }
 
+// rootDeps is every package the root package depends on, directly or not
+// (go list -deps), itself included.
+func rootDeps(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "github.com/keeppeek/statestore").Output()
+	if err != nil {
+		t.Fatalf("go list -deps github.com/keeppeek/statestore: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/keeppeek/statestore") {
+		t.Fatalf("go list -deps did not list the root package: %q", out)
+	}
+	return deps
+}
+
 // TestRootLinksNothingHeavy: the root package does not depend, directly or
 // not, on any of heavyPackages.
 func TestRootLinksNothingHeavy(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps .: %v", err)
-	}
-	deps := map[string]bool{}
-	for _, p := range strings.Fields(string(out)) {
-		deps[p] = true
-	}
-	if !deps["github.com/keeppeek/statestore"] {
-		t.Fatalf("go list -deps . did not list the root package: %q", out)
-	}
-	for _, p := range heavyPackages {
-		if deps[p] {
+	for _, p := range rootDeps(t) {
+		if slices.Contains(heavyPackages, p) {
 			t.Errorf("the root package depends on %s", p)
 		}
 	}
@@ -69,16 +73,9 @@ func TestNoJSONSchemaEngineLinked(t *testing.T) {
 // cluster mode imports.
 func TestRootLinksNoReplicationEngine(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("no go binary: %v", err)
-	}
-	out, err := exec.Command("go", "list", "-deps", "github.com/keeppeek/statestore").Output()
-	if err != nil {
-		t.Fatalf("go list -deps github.com/keeppeek/statestore: %v", err)
-	}
-	deps := strings.Fields(string(out))
+	deps := rootDeps(t)
 	if !slices.Contains(deps, "github.com/keeppeek/statestore/replica/consensus") {
-		t.Fatalf("go list -deps did not list replica/consensus, which cluster mode talks to: %q", out)
+		t.Fatalf("go list -deps did not list replica/consensus, which cluster mode talks to: %q", deps)
 	}
 	forbidden := []string{"crypto/tls", "net", "net/http", "net/rpc", "text/template",
 		"github.com/keeppeek/statestore/replica", "github.com/keeppeek/statestore/replica/raftlog"}

@@ -327,7 +327,7 @@
 //     single-node embedder paid 3 MB resident for them).
 //     Code: ClusterOptions, OpenCluster, RecoverCluster, clusterNode, raftOutcome,
 //     consensus.Engine, consensus.Node.
-//     Tests: TestRootLinksNoReplicationEngine, consensus.TestContractLinksNoEngine.
+//     Tests: TestRootLinksNoReplicationEngine.
 //
 // # Full disk
 //

@@ -110,58 +110,58 @@ func awaitMetaLeader(srvs []*server.Server) error {
 	return fmt.Errorf("natspeer: no JetStream meta leader among %d servers within %v", len(srvs), startTimeout)
 }
 
-// createBucket creates the bucket, trying again until ctx ends while a
-// cluster has no JetStream meta leader yet, and returns once the bucket's
-// stream answers (it has a leader).
-func createBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	var last error
-	for ctx.Err() == nil {
-		// One attempt may wait for an answer that a stream leader
-		// elected meanwhile never sends: each is bounded on its own.
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.CreateKeyValue(actx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, Replicas: replicas})
-		if err == nil {
-			_, err = kv.Status(actx)
-		}
+// retryWhileElecting runs attempt, each bounded by attemptTimeout, until
+// it succeeds or ctx ends. Right after a cluster starts or a replicated
+// stream is made, JetStream may still elect a leader, and a request then
+// waits for an answer that never comes; a single server (replicas 1) has
+// its leaders from the start, so its first failure is final.
+func retryWhileElecting(ctx context.Context, replicas int, attempt func(ctx context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := attempt(actx)
 		cancel()
-		if err == nil {
-			return kv, nil
-		}
-		last = err
-		if replicas == 1 {
-			break // a single server has its meta leader from the start
+		if err == nil || replicas == 1 {
+			return err
 		}
 		select {
 		case <-ctx.Done():
+			return fmt.Errorf("%w (then %w)", err, ctx.Err())
 		case <-time.After(retryPause):
 		}
 	}
-	return nil, fmt.Errorf("natspeer: create bucket with %d replicas: %w", replicas, last)
 }
 
-// lookupBucket opens the bucket on another connection, trying again until
-// ctx ends: right after creation a replicated stream may still change
-// leader, and a lookup then waits for an answer that never comes (seen
-// under -race on a loaded machine: "context deadline exceeded").
-func lookupBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	var last error
-	for ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.KeyValue(actx, bucket)
-		cancel()
-		if err == nil {
-			return kv, nil
+// attemptTimeout bounds one attempt of retryWhileElecting.
+const attemptTimeout = 2 * time.Second
+
+// createBucket creates the bucket and returns once its stream answers (it
+// has a leader).
+func createBucket(ctx context.Context, js jetstream.JetStream, replicas int) (kv jetstream.KeyValue, err error) {
+	err = retryWhileElecting(ctx, replicas, func(ctx context.Context) error {
+		if kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
+			return err
 		}
-		last = err
-		if replicas == 1 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(retryPause):
-		}
+		_, err = kv.Status(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natspeer: create bucket with %d replicas: %w", replicas, err)
 	}
-	return nil, fmt.Errorf("natspeer: open bucket with %d replicas: %w", replicas, last)
+	return kv, nil
+}
+
+// lookupBucket opens the bucket on another connection (a lookup right
+// after creation waited out a whole call under -race on a loaded machine:
+// "context deadline exceeded").
+func lookupBucket(ctx context.Context, js jetstream.JetStream, replicas int) (kv jetstream.KeyValue, err error) {
+	err = retryWhileElecting(ctx, replicas, func(ctx context.Context) error {
+		kv, err = js.KeyValue(ctx, bucket)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natspeer: open bucket with %d replicas: %w", replicas, err)
+	}
+	return kv, nil
 }
 
 // Servers returns the number of servers the DB runs.

@@ -184,28 +184,20 @@ func populate(srvs []*server.Server, keys, docSize, conns, replicas int) (*DB, e
 // leader, and a publish then goes unanswered ("no response from stream")
 // though it may have been stored: a retry that finds the key exists reads
 // the revision it was stored at. Bounded by callTimeout as a whole.
-func (d *DB) create(k int) (uint64, error) {
+func (d *DB) create(k int) (rev uint64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	for {
-		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		rev, err := d.conn(k).Create(actx, keyOf(k), d.body)
+	err = retryWhileElecting(ctx, len(d.srvs), func(ctx context.Context) error {
+		rev, err = d.conn(k).Create(ctx, keyOf(k), d.body)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			var e jetstream.KeyValueEntry
-			if e, err = d.conn(k).Get(actx, keyOf(k)); err == nil {
+			if e, err = d.conn(k).Get(ctx, keyOf(k)); err == nil {
 				rev = e.Revision()
 			}
 		}
-		acancel()
-		if err == nil || len(d.srvs) == 1 {
-			return rev, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("%w (then %w)", err, ctx.Err())
-		case <-time.After(retryPause):
-		}
-	}
+		return err
+	})
+	return rev, err
 }
 
 // connect makes conns client connections and the bucket, file storage

@@ -3,36 +3,10 @@ package consensus_test
 import (
 	"errors"
 	"io/fs"
-	"os/exec"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/keeppeek/statestore/replica/consensus"
 )
-
-// TestContractLinksNoEngine: the contract depends on no hashicorp
-// package and no network stack, directly or not.
-func TestContractLinksNoEngine(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("no go binary: %v", err)
-	}
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps .: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/keeppeek/statestore/replica/consensus") {
-		t.Fatalf("go list -deps . did not list the package: %q", out)
-	}
-	for _, p := range deps {
-		if strings.HasPrefix(p, "github.com/hashicorp/") || slices.Contains([]string{"net", "crypto/tls", "net/http", "net/rpc", "text/template"}, p) ||
-			strings.HasPrefix(p, "github.com/keeppeek/statestore/replica") && p != "github.com/keeppeek/statestore/replica/consensus" {
-			t.Errorf("the contract depends on %s", p)
-		}
-	}
-}
 
 // TestMark: a marked error reads as the engine's error and matches both
 // the outcome and what the engine's error wraps; nil stays nil.

@@ -19,9 +19,10 @@
 //  1. The contract links no engine and no network: this package imports
 //     only the standard library's basics, journal and internal/fault, so
 //     the root package, which imports it, links neither hashicorp/raft nor
-//     net, crypto/tls, net/http, net/rpc or text/template.
+//     net, crypto/tls, net/http, net/rpc or text/template (the root's
+//     dependencies include this package's, so one check covers both).
 //     Code: Engine, Node, FSM, Log.
-//     Tests: TestContractLinksNoEngine, statestore.TestRootLinksNoReplicationEngine.
+//     Tests: statestore.TestRootLinksNoReplicationEngine.
 //  2. An engine's error marked with an outcome keeps its message and
 //     everything it wraps: errors.Is finds the outcome and the engine's
 //     own sentinel alike, so the store classifies it without knowing the
