@@ -26,9 +26,12 @@ import (
 // pending view; one raft entry carries one group-commit batch of journal
 // record frames; every node's state machine (fsm.go) checks each record as
 // replay does and publishes it to its own view and watches. Followers
-// forward writes to the leader and wait for their own state to catch up
-// before they answer, and serve linearizable reads through the leader's
-// read index. Only the leader expires leases.
+// forward writes to the leader and answer once it did (their own reads
+// that could miss such a write wait until they applied it), and serve
+// linearizable reads through the leader's read index. Only the leader
+// expires leases. The leader's raft log syncs beside its followers'
+// (replica's early append): nothing is applied or acknowledged before the
+// leader's own disk and a quorum's hold it.
 
 // Peer is one member of a cluster's initial configuration.
 type Peer struct {

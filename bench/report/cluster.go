@@ -260,6 +260,6 @@ func writeVia(b *strings.Builder, r harness.Result) {
 	if r.Figures[FigViaLeaderOps] == 0 || r.Figures[FigViaFollowerOps] == 0 {
 		return
 	}
-	fmt.Fprintf(b, "- %s by the node its client reached: through the leader's node p50 %s µs (%.0f operations), through a follower's p50 %s µs (%.0f): a follower forwards the write to the leader and answers once it applied the entry itself, which it learns from the leader's next AppendEntries (raft's CommitTimeout tick, 2 ms at replica's default, drawn between one and two of it)\n",
+	fmt.Fprintf(b, "- %s by the node its client reached: through the leader's node p50 %s µs (%.0f operations), through a follower's p50 %s µs (%.0f): a follower forwards the write to the leader over its peer connection and answers once the leader did (one more round trip between two processes), without waiting to apply the entry itself\n",
 		rowID(r), cell(r.Figures[FigViaLeaderP50Us]), r.Figures[FigViaLeaderOps], cell(r.Figures[FigViaFollowerP50Us]), r.Figures[FigViaFollowerOps])
 }
