@@ -29,9 +29,7 @@ import (
 // forward writes to the leader and answer once it did (their own reads
 // that could miss such a write wait until they applied it), and serve
 // linearizable reads through the leader's read index. Only the leader
-// expires leases. The leader's raft log syncs beside its followers'
-// (replica's early append): nothing is applied or acknowledged before the
-// leader's own disk and a quorum's hold it.
+// expires leases.
 
 // Peer is one member of a cluster's initial configuration.
 type Peer struct {

@@ -48,6 +48,7 @@
 package natspeer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -252,6 +253,15 @@ func (d *DB) CAS(key int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	rev, err := d.conn(key).Update(ctx, keyOf(key), d.body, d.revs[key])
+	if err != nil && wrongLastSequence(err) {
+		// Under a stream leader change nats.go publishes again after a
+		// timeout, and the server judges the second copy against the
+		// first one's sequence. Each key has one owner here, so a newer
+		// revision holding this update's body is this update.
+		if e, gerr := d.conn(key).Get(ctx, keyOf(key)); gerr == nil && e.Revision() > d.revs[key] && bytes.Equal(e.Value(), d.body) {
+			rev, err = e.Revision(), nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("%w: key %d revision %d: %w", ErrConflict, key, d.revs[key], err)
@@ -260,6 +270,16 @@ func (d *DB) CAS(key int) error {
 	}
 	d.revs[key] = rev
 	return nil
+}
+
+// wrongLastSequenceCode is JetStream's error code for an expected last
+// sequence given as a constant that the stream no longer has (what a
+// repeated publish of an update meets), apart from ErrKeyExists' 10071.
+const wrongLastSequenceCode = 10164
+
+func wrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == wrongLastSequenceCode
 }
 
 // Watch starts a watcher of document key on connection conn mod conns,
