@@ -253,17 +253,18 @@ func (d *DB) CAS(key int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	rev, err := d.conn(key).Update(ctx, keyOf(key), d.body, d.revs[key])
-	if err != nil && wrongLastSequence(err) {
-		// Under a stream leader change nats.go publishes again after a
-		// timeout, and the server judges the second copy against the
-		// first one's sequence. Each key has one owner here, so a newer
-		// revision holding this update's body is this update.
+	if republished(err) {
+		// nats.go publishes again when the first publish met no
+		// responders (a stream electing a leader), and a first copy that
+		// was stored makes the second a revision conflict. Each key has
+		// one owner here, so a newer revision holding this update's body
+		// is this update.
 		if e, gerr := d.conn(key).Get(ctx, keyOf(key)); gerr == nil && e.Revision() > d.revs[key] && bytes.Equal(e.Value(), d.body) {
 			rev, err = e.Revision(), nil
 		}
 	}
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("%w: key %d revision %d: %w", ErrConflict, key, d.revs[key], err)
 		}
 		return fmt.Errorf("natspeer: update key %d: %w", key, err)
@@ -272,14 +273,13 @@ func (d *DB) CAS(key int) error {
 	return nil
 }
 
-// wrongLastSequenceCode is JetStream's error code for an expected last
-// sequence given as a constant that the stream no longer has (what a
-// repeated publish of an update meets), apart from ErrKeyExists' 10071.
-const wrongLastSequenceCode = 10164
-
-func wrongLastSequence(err error) bool {
+// republished reports whether err is the revision conflict a repeated
+// publish meets on a replicated stream: JetStream's code 10164. A stale
+// revision answers 10071 (TestCAS's); nats.go marks both
+// ErrKeyRevisionMismatch.
+func republished(err error) bool {
 	var api *jetstream.APIError
-	return errors.As(err, &api) && api.ErrorCode == wrongLastSequenceCode
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // Watch starts a watcher of document key on connection conn mod conns,

@@ -1,12 +1,16 @@
 package natspeer
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestCAS: two connections over loopback TCP, keys spread over them by
@@ -117,4 +121,68 @@ func TestOpenRefusesBadSizes(t *testing.T) {
 			t.Fatalf("Open(keys %d, size %d, conns %d) wrote %d entries", tc.keys, tc.size, tc.conns, len(names))
 		}
 	}
+}
+
+// republishingKV stores each Update and then answers it as a replicated
+// stream answers nats.go's second publish of a stored update: a revision
+// conflict with code 10164.
+type republishingKV struct {
+	jetstream.KeyValue
+}
+
+func (kv republishingKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if _, err := kv.KeyValue.Update(ctx, key, value, last); err != nil {
+		return 0, err
+	}
+	return 0, replicatedConflict()
+}
+
+// TestCASAdoptsItsRepublishedUpdate: an update stored whose answer came
+// back as a replicated stream's revision conflict is the owner's own, and
+// the CAS succeeds at the stored revision; one whose stored value is not
+// the owner's stays a conflict.
+func TestCASAdoptsItsRepublishedUpdate(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.TempDir(), 1, 64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	real := db.kvs[0]
+	db.kvs[0] = republishingKV{real}
+	before := db.Revision(0)
+	if err := db.CAS(0); err != nil {
+		t.Fatalf("CAS whose update was stored before the conflict: %v", err)
+	}
+	e, err := real.Get(context.Background(), keyOf(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Revision(0) <= before || db.Revision(0) != e.Revision() {
+		t.Fatalf("revision %d after the adopted update, stored %d, before %d", db.Revision(0), e.Revision(), before)
+	}
+	db.kvs[0] = conflictKV{real}
+	if err := db.CAS(0); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a 10164 conflict with another value = %v, want ErrConflict", err)
+	}
+}
+
+// replicatedConflict is a revision conflict as nats.go's Update returns
+// it from a replicated stream: code 10164, marked ErrKeyRevisionMismatch.
+func replicatedConflict() error {
+	api := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
+	return fmt.Errorf("%w: %w", api, jetstream.ErrKeyRevisionMismatch)
+}
+
+// conflictKV answers every Update with a replicated stream's revision
+// conflict after another writer stored a value of its own.
+type conflictKV struct {
+	jetstream.KeyValue
+}
+
+func (kv conflictKV) Update(ctx context.Context, key string, _ []byte, last uint64) (uint64, error) {
+	if _, err := kv.KeyValue.Update(ctx, key, []byte("another writer's"), last); err != nil {
+		return 0, err
+	}
+	return 0, replicatedConflict()
 }
